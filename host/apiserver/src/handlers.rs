@@ -1,0 +1,726 @@
+//! HTTP routing and request handling: discovery, the resource verbs, the
+//! admin path, fault injection and the request log. Paths are parsed by hand
+//! because resources appear at run time (CRDs), which static routes cannot express.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::discovery;
+use crate::errors::ApiError;
+use crate::faults::{FaultAction, FaultSpec};
+use crate::ops::{self, DeleteOpts, Deleted, Target};
+use crate::patching::PatchKind;
+use crate::requests::RequestRecord;
+use crate::resources::ResourceDef;
+use crate::selectors::{FieldSelector, LabelSelector, extra_fields};
+use crate::watch::{self, Start, WatchParams};
+
+/// Marker extension: close the connection instead of sending this response.
+#[derive(Debug, Clone, Copy)]
+pub struct DropConnection;
+
+type Q = HashMap<String, String>;
+
+fn json_response(code: StatusCode, v: &Value) -> Response {
+    let body = serde_json::to_vec(v).unwrap_or_default();
+    bytes_response(code, body)
+}
+
+fn bytes_response(code: StatusCode, body: Vec<u8>) -> Response {
+    let mut r = (code, body).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn dropped() -> Response {
+    let mut r = StatusCode::BAD_GATEWAY.into_response();
+    r.extensions_mut().insert(DropConnection);
+    r
+}
+
+/// Entry point for every request.
+pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    let query: Q = Query::<Q>::try_from_uri(&parts.uri)
+        .map(|q| q.0)
+        .unwrap_or_default();
+    if let Some(rest) = path.strip_prefix("/_wr/admin/") {
+        if !app.opts.fault_admin {
+            return ApiError::no_route().into_response();
+        }
+        let bytes = axum::body::to_bytes(body, app.opts.max_body_bytes)
+            .await
+            .unwrap_or_default();
+        return admin(&app, &parts.method, rest, &bytes);
+    }
+    if parts.method == Method::GET
+        && let Some(r) = discovery_route(&app, &path)
+    {
+        return r;
+    }
+    let route = match parse_path(&app, &path) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    resource_request(app, parts.method, parts.headers, query, route, body).await
+}
+
+fn discovery_route(app: &App, path: &str) -> Option<Response> {
+    let p = path.trim_end_matches('/');
+    let ok = |v: Value| Some(json_response(StatusCode::OK, &v));
+    match p {
+        "/version" => return ok(discovery::version()),
+        "/healthz" | "/livez" | "/readyz" => return Some((StatusCode::OK, "ok").into_response()),
+        "/api" => return ok(discovery::api_versions(&app.addr.to_string())),
+        "/apis" => return ok(discovery::api_group_list(&app.registry)),
+        "/openapi/v3" => return ok(discovery::openapi_root(&app.registry)),
+        "/openapi/v2" => return Some(ApiError::no_route().into_response()),
+        _ => {}
+    }
+    if let Some(rest) = p.strip_prefix("/openapi/v3/") {
+        let segs: Vec<&str> = rest.split('/').collect();
+        let doc = match segs.as_slice() {
+            ["api", v] => discovery::openapi_gv(&app.registry, "", v),
+            ["apis", g, v] => discovery::openapi_gv(&app.registry, g, v),
+            _ => None,
+        };
+        return Some(match doc {
+            Some(d) => json_response(StatusCode::OK, &d),
+            None => ApiError::no_route().into_response(),
+        });
+    }
+    let segs: Vec<&str> = p.trim_start_matches('/').split('/').collect();
+    match segs.as_slice() {
+        ["api", v] => Some(match discovery::resource_list(&app.registry, "", v) {
+            Some(d) => json_response(StatusCode::OK, &d),
+            None => ApiError::no_route().into_response(),
+        }),
+        ["apis", g] => Some(match discovery::api_group(&app.registry, g) {
+            Some(d) => json_response(StatusCode::OK, &d),
+            None => ApiError::no_route().into_response(),
+        }),
+        ["apis", g, v] => Some(match discovery::resource_list(&app.registry, g, v) {
+            Some(d) => json_response(StatusCode::OK, &d),
+            None => ApiError::no_route().into_response(),
+        }),
+        _ => None,
+    }
+}
+
+/// A parsed resource URL.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub def: Arc<ResourceDef>,
+    pub version: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+}
+
+fn parse_path(app: &App, path: &str) -> Result<Route, ApiError> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] if !rest.is_empty() => ("", *v, rest),
+        ["apis", g, v, rest @ ..] if !rest.is_empty() => (*g, *v, rest),
+        _ => return Err(ApiError::no_route()),
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, tail @ ..]
+            if !tail.is_empty() && !(tail.len() == 1 && matches!(tail[0], "status" | "finalize")) =>
+        {
+            (Some(ns.to_string()), tail)
+        }
+        other => (None, other),
+    };
+    let (resource, name, sub) = match rest {
+        [r] => (*r, None, None),
+        [r, n] => (*r, Some(n.to_string()), None),
+        [r, n, s] => (*r, Some(n.to_string()), Some(s.to_string())),
+        _ => return Err(ApiError::no_route()),
+    };
+    let def = app
+        .registry
+        .lookup(group, version, resource)
+        .ok_or_else(ApiError::no_route)?;
+    if namespace.is_some() && !def.namespaced {
+        return Err(ApiError::no_route());
+    }
+    if def.namespaced && namespace.is_none() && name.is_some() {
+        return Err(ApiError::no_route());
+    }
+    if let Some(s) = &sub {
+        let ok = (s == "status" && def.status_subresource)
+            || def.extra_subresources.iter().any(|x| x == s);
+        if !ok {
+            return Err(ApiError::no_route());
+        }
+    }
+    Ok(Route {
+        def,
+        version: version.to_string(),
+        namespace,
+        name: name.filter(|n| !n.is_empty()),
+        subresource: sub,
+    })
+}
+
+fn verb_of(method: &Method, route: &Route, query: &Q) -> Result<&'static str, ApiError> {
+    let watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+    Ok(match (method.as_str(), route.name.is_some()) {
+        ("GET", true) => "get",
+        ("GET", false) if watch => "watch",
+        ("GET", false) => "list",
+        ("POST", false) => "create",
+        ("PUT", true) => "update",
+        ("PATCH", true) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => {
+            return Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource"
+            )));
+        }
+    })
+}
+
+fn default_manager(headers: &HeaderMap) -> String {
+    let ua = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let prefix = ua.split('/').next().unwrap_or("").trim();
+    if prefix.is_empty() {
+        "unknown".into()
+    } else {
+        prefix.chars().take(128).collect()
+    }
+}
+
+fn parse_dry_run(query: &Q, body: Option<&Value>) -> Result<bool, ApiError> {
+    let mut vals: Vec<String> = query.get("dryRun").into_iter().cloned().collect();
+    if let Some(a) = body.and_then(|b| b.get("dryRun")).and_then(Value::as_array) {
+        vals.extend(a.iter().filter_map(|v| v.as_str().map(str::to_string)));
+    }
+    for v in &vals {
+        if v != "All" && !v.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: \"{v}\": supported values: \"All\""
+            )));
+        }
+    }
+    Ok(vals.iter().any(|v| v == "All"))
+}
+
+/// Decode a JSON or YAML body into a JSON value.
+fn decode(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    if ct.contains("protobuf") || ct.contains("cbor") {
+        return Err(ApiError::unsupported_media(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct})"
+        )));
+    }
+    if ct.contains("yaml") {
+        serde_yaml::from_slice::<Value>(bytes)
+            .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))
+    } else {
+        serde_json::from_slice::<Value>(bytes).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        })
+    }
+}
+
+async fn resource_request(
+    app: Arc<App>,
+    method: Method,
+    headers: HeaderMap,
+    query: Q,
+    route: Route,
+    body: Body,
+) -> Response {
+    let verb = match verb_of(&method, &route, &query) {
+        Ok(v) => v,
+        Err(e) => return e.into_response(),
+    };
+    let patch_kind = (verb == "patch").then(|| {
+        headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(PatchKind::from_content_type)
+    });
+    let manager = query
+        .get("fieldManager")
+        .filter(|s| !s.is_empty())
+        .cloned()
+        .unwrap_or_else(|| default_manager(&headers));
+    let mut record = RequestRecord {
+        verb: verb.to_string(),
+        group: route.def.group.clone(),
+        version: route.version.clone(),
+        resource: route.def.resource.clone(),
+        subresource: route.subresource.clone(),
+        namespace: route.namespace.clone(),
+        name: route.name.clone(),
+        code: 0,
+        field_manager: query.get("fieldManager").cloned(),
+        patch_type: patch_kind.flatten().map(|k| k.name().to_string()),
+        dry_run: query.get("dryRun").is_some_and(|v| v == "All"),
+        user_agent: headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
+        fault: None,
+    };
+    let decision = app.faults.decide(verb, &route.def.resource);
+    if decision.latency_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(decision.latency_ms)).await;
+    }
+    let mut drop_after = false;
+    if let Some(action) = &decision.action {
+        record.fault = Some(action.name().to_string());
+        let early: Option<Response> = match action {
+            FaultAction::Conflict => Some(
+                ApiError::stale(
+                    route.def.qualified(),
+                    route.name.as_deref().unwrap_or(""),
+                )
+                .into_response(),
+            ),
+            FaultAction::TooManyRequests {
+                retry_after_seconds,
+            } => Some(ApiError::too_many_requests(*retry_after_seconds).into_response()),
+            FaultAction::InternalError => {
+                Some(ApiError::internal("injected fault").into_response())
+            }
+            FaultAction::Unavailable => {
+                Some(ApiError::unavailable("the server is currently unable to handle the request (injected fault)").into_response())
+            }
+            FaultAction::Timeout {
+                hold_ms,
+                drop_connection,
+            } => {
+                tokio::time::sleep(Duration::from_millis(*hold_ms)).await;
+                Some(if *drop_connection {
+                    dropped()
+                } else {
+                    ApiError::timeout(
+                        "the server was unable to return a response in the time allotted, but may still be processing the request",
+                    )
+                    .into_response()
+                })
+            }
+            FaultAction::CommitThenDrop => {
+                drop_after = true;
+                None
+            }
+            FaultAction::Latency { .. } | FaultAction::StaleList { .. } => None,
+        };
+        if let Some(r) = early {
+            record.code = if r.extensions().get::<DropConnection>().is_some() {
+                0
+            } else {
+                r.status().as_u16()
+            };
+            app.requests.push(record);
+            return r;
+        }
+    }
+    let resp = match execute(&app, verb, &headers, &query, &route, body, &manager, patch_kind.flatten(), decision.stale_by).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
+    if drop_after {
+        record.code = 0;
+        app.requests.push(record);
+        return dropped();
+    }
+    record.code = resp.status().as_u16();
+    app.requests.push(record);
+    resp
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn execute(
+    app: &Arc<App>,
+    verb: &str,
+    headers: &HeaderMap,
+    query: &Q,
+    route: &Route,
+    body: Body,
+    manager: &str,
+    patch_kind: Option<PatchKind>,
+    stale_by: Option<u64>,
+) -> Result<Response, ApiError> {
+    let def = &route.def;
+    let ns = route.namespace.as_deref().unwrap_or("");
+    let name = route.name.as_deref().unwrap_or("");
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let as_table = crate::table::wants_table(&accept);
+    let include_object = query
+        .get("includeObject")
+        .cloned()
+        .unwrap_or_else(|| "Metadata".into());
+    match verb {
+        "get" => {
+            let obj = app
+                .store
+                .get(&def.key(), &crate::store::obj_key(ns, name))
+                .ok_or_else(|| ApiError::not_found(def.qualified(), name))?;
+            let obj = present(def, &route.version, &obj);
+            if as_table {
+                let rv = obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""));
+                let t = crate::table::table(def, &route.version, &[&obj], json!({"resourceVersion": rv}), &include_object, true);
+                return Ok(json_response(StatusCode::OK, &t));
+            }
+            Ok(json_response(StatusCode::OK, &obj))
+        }
+        "list" => list(app, route, query, as_table, &include_object, stale_by),
+        "watch" => {
+            let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
+                .map_err(ApiError::bad_request)?;
+            let fields = FieldSelector::parse(
+                query.get("fieldSelector").map_or("", String::as_str),
+                extra_fields(&def.key()),
+            )
+            .map_err(ApiError::bad_request)?;
+            let send_initial = query.get("sendInitialEvents").map(String::as_str) == Some("true");
+            let rv = query.get("resourceVersion").map(String::as_str).unwrap_or("");
+            let start = match rv {
+                "" | "0" => Start::CurrentState,
+                _ if send_initial => Start::CurrentState,
+                n => Start::After(n.parse().map_err(|_| {
+                    ApiError::bad_request(format!("invalid resource version: {n}"))
+                })?),
+            };
+            let start = if query.get("sendInitialEvents").map(String::as_str) == Some("false") && start == Start::CurrentState {
+                Start::After(app.store.current_rv())
+            } else {
+                start
+            };
+            let timeout = query
+                .get("timeoutSeconds")
+                .and_then(|s| s.parse::<u64>().ok())
+                .map(Duration::from_secs)
+                .unwrap_or(Duration::from_secs(1800));
+            let params = WatchParams {
+                start,
+                bookmarks: query.get("allowWatchBookmarks").map(String::as_str) == Some("true"),
+                send_initial_events: send_initial,
+                timeout,
+                prefix: if def.namespaced && !ns.is_empty() { format!("{ns}/") } else { String::new() },
+                labels,
+                fields,
+                as_table,
+                include_object,
+            };
+            let body = watch::watch(app.clone(), def.clone(), route.version.clone(), params);
+            let mut r = Response::new(body);
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r.headers_mut().insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+            Ok(r)
+        }
+        "create" | "update" | "patch" => {
+            let bytes = axum::body::to_bytes(body, app.opts.max_body_bytes)
+                .await
+                .map_err(|_| ApiError::too_large(app.opts.max_body_bytes))?;
+            let dry_run = parse_dry_run(query, None)?;
+            let t = Target {
+                def,
+                version: &route.version,
+                namespace: ns,
+                subresource: route.subresource.as_deref(),
+                dry_run,
+                manager,
+            };
+            match verb {
+                "create" => {
+                    let obj = decode(headers, &bytes)?;
+                    let out = ops::create(app, &t, obj, false)?;
+                    Ok(json_response(StatusCode::CREATED, &present(def, &route.version, &out)))
+                }
+                "update" => {
+                    let obj = decode(headers, &bytes)?;
+                    let out = ops::update(app, &t, name, obj)?;
+                    Ok(json_response(StatusCode::OK, &present(def, &route.version, &out)))
+                }
+                _ => {
+                    let kind = patch_kind.ok_or_else(|| {
+                        ApiError::unsupported_media(format!(
+                            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{}",
+                            if def.custom { "" } else { ", application/strategic-merge-patch+json" }
+                        ))
+                    })?;
+                    let body = match kind {
+                        PatchKind::Apply => serde_yaml::from_slice::<Value>(&bytes).map_err(|e| {
+                            ApiError::bad_request(format!("error decoding YAML: {e}"))
+                        })?,
+                        _ => serde_json::from_slice::<Value>(&bytes)
+                            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
+                    };
+                    if kind == PatchKind::Apply && query.get("fieldManager").is_none_or(|s| s.is_empty()) {
+                        return Err(ApiError::invalid("meta.k8s.io", "PatchOptions", "", vec![crate::errors::Cause {
+                            reason: "FieldValueRequired",
+                            message: "Required value: is required for apply patch".into(),
+                            field: "fieldManager".into(),
+                        }]));
+                    }
+                    if kind != PatchKind::Apply && query.get("force").is_some() {
+                        return Err(ApiError::invalid("meta.k8s.io", "PatchOptions", "", vec![crate::errors::Cause {
+                            reason: "FieldValueForbidden",
+                            message: "Forbidden: may not be specified for non-apply patch".into(),
+                            field: "force".into(),
+                        }]));
+                    }
+                    let force = query.get("force").map(String::as_str) == Some("true");
+                    let (out, created) = ops::patch(app, &t, name, kind, &body, force)?;
+                    let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+                    Ok(json_response(code, &present(def, &route.version, &out)))
+                }
+            }
+        }
+        "delete" | "deletecollection" => {
+            let bytes = axum::body::to_bytes(body, app.opts.max_body_bytes)
+                .await
+                .map_err(|_| ApiError::too_large(app.opts.max_body_bytes))?;
+            let opts_body: Option<Value> = if bytes.iter().all(u8::is_ascii_whitespace) {
+                None
+            } else {
+                Some(decode(headers, &bytes)?)
+            };
+            let dry_run = parse_dry_run(query, opts_body.as_ref())?;
+            let mut opts = DeleteOpts {
+                propagation: query.get("propagationPolicy").cloned(),
+                ..Default::default()
+            };
+            if let Some(b) = &opts_body {
+                if let Some(p) = b.get("propagationPolicy").and_then(Value::as_str) {
+                    opts.propagation = Some(p.to_string());
+                }
+                if b.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
+                    opts.propagation = Some("Orphan".into());
+                }
+                opts.uid = b.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string);
+                opts.resource_version = b
+                    .pointer("/preconditions/resourceVersion")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+            }
+            let t = Target {
+                def,
+                version: &route.version,
+                namespace: ns,
+                subresource: None,
+                dry_run,
+                manager,
+            };
+            if verb == "delete" {
+                return Ok(match ops::delete(app, &t, name, &opts)? {
+                    Deleted::Gone(obj) => {
+                        if def.custom {
+                            json_response(StatusCode::OK, &present(def, &route.version, &obj))
+                        } else {
+                            json_response(StatusCode::OK, &json!({
+                                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                "details": {"name": name, "group": def.group, "kind": def.resource,
+                                    "uid": obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)}
+                            }))
+                        }
+                    }
+                    Deleted::Pending(obj) => json_response(StatusCode::ACCEPTED, &present(def, &route.version, &obj)),
+                });
+            }
+            let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
+                .map_err(ApiError::bad_request)?;
+            let fields = FieldSelector::parse(
+                query.get("fieldSelector").map_or("", String::as_str),
+                extra_fields(&def.key()),
+            )
+            .map_err(ApiError::bad_request)?;
+            let prefix = if def.namespaced && !ns.is_empty() { format!("{ns}/") } else { String::new() };
+            let keep = |o: &Value| labels.matches(o) && fields.matches(o);
+            let page = app
+                .store
+                .page(&def.key(), &prefix, None, None, 0, &keep)
+                .map_err(|g| ApiError::too_old(g.requested, g.oldest))?;
+            let mut items = Vec::new();
+            for o in &page.items {
+                let n = crate::meta::name(o).unwrap_or_default().to_string();
+                let ons = crate::meta::str_field(o, "namespace").unwrap_or("").to_string();
+                let t = Target { namespace: &ons, ..t.clone() };
+                match ops::delete(app, &t, &n, &opts) {
+                    Ok(Deleted::Gone(o) | Deleted::Pending(o)) => items.push(present(def, &route.version, &o)),
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(json_response(StatusCode::OK, &json!({
+                "kind": def.list_kind, "apiVersion": def.group_version(&route.version),
+                "metadata": {"resourceVersion": app.store.current_rv().to_string()}, "items": items
+            })))
+        }
+        _ => Err(ApiError::method_not_allowed("unsupported verb")),
+    }
+}
+
+/// The object as seen through `version` (CRD versions share storage; no conversion webhooks).
+fn present(def: &ResourceDef, version: &str, obj: &Arc<Value>) -> Value {
+    let gv = def.group_version(version);
+    let mut v = (**obj).clone();
+    if v.get("apiVersion").and_then(Value::as_str) != Some(gv.as_str())
+        && let Some(m) = v.as_object_mut()
+    {
+        m.insert("apiVersion".into(), json!(gv));
+    }
+    v
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    v: String,
+    rv: u64,
+    start: String,
+}
+
+fn list(
+    app: &App,
+    route: &Route,
+    query: &Q,
+    as_table: bool,
+    include_object: &str,
+    stale_by: Option<u64>,
+) -> Result<Response, ApiError> {
+    let def = &route.def;
+    let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
+        .map_err(ApiError::bad_request)?;
+    let fields = FieldSelector::parse(
+        query.get("fieldSelector").map_or("", String::as_str),
+        extra_fields(&def.key()),
+    )
+    .map_err(ApiError::bad_request)?;
+    let limit = query
+        .get("limit")
+        .and_then(|s| s.parse::<usize>().ok())
+        .unwrap_or(0);
+    let ns = route.namespace.as_deref().unwrap_or("");
+    let prefix = if def.namespaced && !ns.is_empty() {
+        format!("{ns}/")
+    } else {
+        String::new()
+    };
+    let mut at_rv = None;
+    let mut after = None;
+    if let Some(tok) = query.get("continue").filter(|s| !s.is_empty()) {
+        let bad = || ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(tok)
+            .map_err(|_| bad())?;
+        let t: ContinueToken = serde_json::from_slice(&raw).map_err(|_| bad())?;
+        if app.faults.take_gone() || t.rv < app.store.compacted_rv() {
+            return Err(ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."));
+        }
+        at_rv = Some(t.rv);
+        after = Some(t.start);
+    } else if query.get("resourceVersionMatch").map(String::as_str) == Some("Exact") {
+        let rv = query
+            .get("resourceVersion")
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or_else(|| ApiError::bad_request("resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"\""))?;
+        at_rv = Some(rv);
+    } else if let Some(behind) = stale_by {
+        let now = app.store.current_rv();
+        at_rv = Some(now.saturating_sub(behind).max(app.store.compacted_rv()));
+    }
+    let keep = |o: &Value| labels.matches(o) && fields.matches(o);
+    let page = app
+        .store
+        .page(&def.key(), &prefix, after.as_deref(), at_rv, limit, &keep)
+        .map_err(|g| ApiError::too_old(g.requested, g.oldest))?;
+    let mut list_meta = json!({"resourceVersion": page.rv.to_string()});
+    if let Some(last) = &page.more_after {
+        let tok = ContinueToken {
+            v: "meta.k8s.io/v1".into(),
+            rv: page.rv,
+            start: last.clone(),
+        };
+        let raw = serde_json::to_vec(&tok).map_err(|e| ApiError::internal(e.to_string()))?;
+        list_meta["continue"] = json!(base64::engine::general_purpose::STANDARD.encode(raw));
+    }
+    let gv = def.group_version(&route.version);
+    if as_table {
+        let items: Vec<Value> = page.items.iter().map(|o| present(def, &route.version, o)).collect();
+        let refs: Vec<&Value> = items.iter().collect();
+        let t = crate::table::table(def, &route.version, &refs, list_meta, include_object, true);
+        return Ok(json_response(StatusCode::OK, &t));
+    }
+    // Streamed by hand so a 100k-item list is not copied into one big Value.
+    let mut out = Vec::with_capacity(64 + page.items.len() * 512);
+    out.extend_from_slice(b"{\"kind\":");
+    serde_json::to_writer(&mut out, &def.list_kind).map_err(|e| ApiError::internal(e.to_string()))?;
+    out.extend_from_slice(b",\"apiVersion\":");
+    serde_json::to_writer(&mut out, &gv).map_err(|e| ApiError::internal(e.to_string()))?;
+    out.extend_from_slice(b",\"metadata\":");
+    serde_json::to_writer(&mut out, &list_meta).map_err(|e| ApiError::internal(e.to_string()))?;
+    out.extend_from_slice(b",\"items\":[");
+    for (i, o) in page.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let same = o.get("apiVersion").and_then(Value::as_str) == Some(gv.as_str());
+        let r = if same {
+            serde_json::to_writer(&mut out, &**o)
+        } else {
+            serde_json::to_writer(&mut out, &present(def, &route.version, o))
+        };
+        r.map_err(|e| ApiError::internal(e.to_string()))?;
+    }
+    out.extend_from_slice(b"]}");
+    Ok(bytes_response(StatusCode::OK, out))
+}
+
+fn admin(app: &App, method: &Method, rest: &str, body: &Bytes) -> Response {
+    let ok = |v: Value| json_response(StatusCode::OK, &v);
+    match (method.as_str(), rest.trim_end_matches('/')) {
+        ("GET", "faults") => ok(json!({
+            "spec": serde_json::to_value(app.faults.spec()).unwrap_or(Value::Null),
+            "injected": serde_json::to_value(app.faults.injected()).unwrap_or(Value::Null),
+        })),
+        ("PUT" | "POST", "faults") => match serde_json::from_slice::<FaultSpec>(body) {
+            Ok(spec) => {
+                app.faults.set(spec);
+                ok(json!({"status": "ok"}))
+            }
+            Err(e) => ApiError::bad_request(format!("invalid fault spec: {e}")).into_response(),
+        },
+        ("DELETE", "faults") => {
+            app.faults.clear();
+            ok(json!({"status": "ok"}))
+        }
+        ("GET", "requests") => ok(serde_json::to_value(app.requests.snapshot()).unwrap_or(Value::Null)),
+        ("DELETE", "requests") => {
+            app.requests.clear();
+            ok(json!({"status": "ok"}))
+        }
+        ("POST", "compact") => {
+            app.store.compact_all();
+            ok(json!({"status": "ok", "compactedTo": app.store.compacted_rv()}))
+        }
+        _ => ApiError::no_route().into_response(),
+    }
+}

@@ -1,0 +1,36 @@
+//! An embedded Kubernetes-compatible API server (issue 3): the dev cluster
+//! behind `wasm-reconciler dev` and the test bed of every integration test.
+//!
+//! It speaks the real HTTP/JSON protocol (discovery, get/list/watch,
+//! create/update/patch/apply/delete, status subresources, CRDs) so that
+//! `kube::Client` and `kubectl` work against it unchanged. Start one with
+//! [`start`]; inject faults at run time with [`RunningServer::faults`]; count
+//! API writes with [`RunningServer::requests`].
+
+pub mod patch;
+
+mod app;
+mod discovery;
+mod errors;
+pub mod faults;
+mod gc;
+mod handlers;
+mod kinds;
+pub mod kubeconfig;
+mod meta;
+mod ops;
+mod patching;
+mod persistence;
+mod requests;
+mod resources;
+mod selectors;
+mod server;
+mod store;
+mod table;
+mod validation;
+mod watch;
+
+pub use errors::ApiError;
+pub use faults::{Decision, FaultAction, FaultHandle, FaultRule, FaultSpec, Injected, WatchFaults};
+pub use requests::RequestRecord;
+pub use server::{Config, RunningServer, StartError, start};

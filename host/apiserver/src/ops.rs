@@ -1,0 +1,620 @@
+//! The write verbs (create, update, patch, apply, delete) with the metadata
+//! semantics of kube-apiserver: uid, creationTimestamp, generation,
+//! resourceVersion preconditions, status subresource, finalizers and
+//! deletionTimestamp, dry-run, managedFields. Used by the HTTP handlers and
+//! by the garbage collector alike.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::errors::{ApiError, Cause};
+use crate::kinds;
+use crate::meta::{self, meta_mut};
+use crate::patching::{self, PatchKind};
+use crate::resources::ResourceDef;
+use crate::store::{CommitError, Expect, obj_key, rv_of};
+
+/// Who writes, where, and how.
+#[derive(Debug, Clone)]
+pub struct Target<'a> {
+    pub def: &'a Arc<ResourceDef>,
+    pub version: &'a str,
+    /// Path namespace (namespaced resources only).
+    pub namespace: &'a str,
+    pub subresource: Option<&'a str>,
+    pub dry_run: bool,
+    pub manager: &'a str,
+}
+
+impl Target<'_> {
+    fn key(&self, name: &str) -> String {
+        obj_key(if self.def.namespaced { self.namespace } else { "" }, name)
+    }
+
+    fn api_version(&self) -> String {
+        self.def.group_version(self.version)
+    }
+}
+
+/// Outcome of a delete request.
+#[derive(Debug)]
+pub enum Deleted {
+    /// Removed from storage.
+    Gone(Arc<Value>),
+    /// Deletion pending on finalizers (deletionTimestamp set).
+    Pending(Arc<Value>),
+}
+
+/// Delete options from the query or a `DeleteOptions` body.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOpts {
+    pub propagation: Option<String>,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+fn invalid(t: &Target<'_>, name: &str, causes: Vec<Cause>) -> ApiError {
+    ApiError::invalid(&t.def.group, &t.def.kind, name, causes)
+}
+
+/// Check apiVersion/kind/namespace of a request body against the URL.
+fn check_identity(t: &Target<'_>, obj: &mut Value) -> Result<(), ApiError> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request was not a JSON object",
+        ));
+    }
+    if let Some(kind) = obj.get("kind").and_then(Value::as_str)
+        && !kind.is_empty()
+        && kind != t.def.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the body ({kind}) does not match the kind of the resource ({})",
+            t.def.kind
+        )));
+    }
+    let gv = t.api_version();
+    if let Some(av) = obj.get("apiVersion").and_then(Value::as_str)
+        && !av.is_empty()
+        && av != gv
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({av}) does not match the expected API version ({gv})"
+        )));
+    }
+    if let Some(m) = obj.as_object_mut() {
+        m.insert("apiVersion".into(), json!(gv));
+        m.insert("kind".into(), json!(t.def.kind));
+    }
+    let m = meta_mut(obj);
+    if t.def.namespaced {
+        match m.get("namespace").and_then(Value::as_str) {
+            Some(ns) if !ns.is_empty() && ns != t.namespace => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => {
+                m.insert("namespace".into(), json!(t.namespace));
+            }
+        }
+    } else {
+        m.remove("namespace");
+    }
+    Ok(())
+}
+
+fn check_namespace(app: &App, t: &Target<'_>, name: &str) -> Result<(), ApiError> {
+    if !t.def.namespaced {
+        return Ok(());
+    }
+    let ns_def = app
+        .registry
+        .lookup("", "v1", "namespaces")
+        .ok_or_else(|| ApiError::internal("namespaces are not registered"))?;
+    match app.store.get(&ns_def.key(), &obj_key("", t.namespace)) {
+        None => Err(ApiError::not_found(ns_def.qualified(), t.namespace)),
+        Some(ns) if meta::is_deleting(&ns) => {
+            let mut e = ApiError::forbidden(format!(
+                "{} \"{name}\" is forbidden: unable to create new content in namespace {} because it is being terminated",
+                t.def.qualified(),
+                t.namespace
+            ));
+            e.name = Some(name.to_string());
+            e.kind = Some(t.def.resource.clone());
+            Err(e)
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+fn check_name(t: &Target<'_>, name: &str) -> Result<(), ApiError> {
+    let cause = match (t.def.group.as_str(), t.def.resource.as_str()) {
+        ("", "namespaces") | ("", "services") => meta::check_label(name),
+        _ => meta::check_subdomain(name),
+    };
+    match cause {
+        Some(c) => Err(invalid(t, name, vec![c])),
+        None => Ok(()),
+    }
+}
+
+/// Schema validation and pruning for custom resources; label checks for all.
+fn validate(t: &Target<'_>, name: &str, obj: &mut Value) -> Result<(), ApiError> {
+    let mut causes = meta::check_labels(obj);
+    if t.def.custom
+        && let Some(schema) = t.def.schemas.get(t.version)
+    {
+        causes.extend(crate::validation::validate_and_prune(obj, schema));
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(t, name, causes))
+    }
+}
+
+/// Strip fields clients may not set.
+fn scrub_system_metadata(obj: &mut Value) {
+    let m = meta_mut(obj);
+    for k in [
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "selfLink",
+    ] {
+        m.remove(k);
+    }
+}
+
+/// Create an object. `managed` is true when managedFields were already
+/// computed (server-side apply).
+pub fn create(app: &App, t: &Target<'_>, mut obj: Value, managed: bool) -> Result<Arc<Value>, ApiError> {
+    check_identity(t, &mut obj)?;
+    let m = meta_mut(&mut obj);
+    let name = match m.get("name").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        Some(n) => n.to_string(),
+        None => match m.get("generateName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+            Some(prefix) => {
+                let n = meta::generate_name(prefix);
+                m.insert("name".into(), json!(n));
+                n
+            }
+            None => {
+                return Err(invalid(
+                    t,
+                    "",
+                    vec![Cause {
+                        reason: "FieldValueRequired",
+                        field: "metadata.name".into(),
+                        message: "Required value: name or generateName is required".into(),
+                    }],
+                ));
+            }
+        },
+    };
+    check_name(t, &name)?;
+    check_namespace(app, t, &name)?;
+    scrub_system_metadata(&mut obj);
+    if !managed {
+        meta_mut(&mut obj).remove("managedFields");
+    }
+    kinds::apply_defaults(t.def, &mut obj);
+    kinds::prepare_create(t.def, &mut obj)?;
+    validate(t, &name, &mut obj)?;
+    let now = meta::now_rfc3339();
+    {
+        let m = meta_mut(&mut obj);
+        m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        m.insert("creationTimestamp".into(), json!(now));
+        if t.def.has_generation {
+            m.insert("generation".into(), json!(1));
+        }
+    }
+    if !managed {
+        let mf = patching::track(None, &obj, t.def, t.version, t.manager, t.subresource, &now);
+        set_managed_fields(&mut obj, mf);
+    }
+    if t.dry_run {
+        return Ok(Arc::new(obj));
+    }
+    let key = t.key(&name);
+    let committed = app
+        .store
+        .commit(&t.def.key(), &key, Expect::Absent, Some(obj))
+        .map_err(|e| match e {
+            CommitError::Exists => ApiError::already_exists(t.def.qualified(), &name),
+            other => ApiError::internal(other.to_string()),
+        })?;
+    app.after_commit(t.def, &committed);
+    Ok(committed)
+}
+
+fn set_managed_fields(obj: &mut Value, mf: Value) {
+    let m = meta_mut(obj);
+    match mf {
+        Value::Array(a) if a.is_empty() => {
+            m.remove("managedFields");
+        }
+        Value::Null => {
+            m.remove("managedFields");
+        }
+        other => {
+            m.insert("managedFields".into(), other);
+        }
+    }
+}
+
+/// Does `new` differ from `old` outside metadata (and status, when it is a
+/// subresource)? Decides generation bumps.
+fn spec_changed(def: &ResourceDef, old: &Value, new: &Value) -> bool {
+    let skip = |k: &str| {
+        k == "metadata" || k == "apiVersion" || k == "kind" || (k == "status" && def.status_subresource)
+    };
+    let empty = serde_json::Map::new();
+    let o = old.as_object().unwrap_or(&empty);
+    let n = new.as_object().unwrap_or(&empty);
+    o.iter().filter(|(k, _)| !skip(k)).any(|(k, v)| n.get(k) != Some(v))
+        || n.iter().filter(|(k, _)| !skip(k)).any(|(k, _)| !o.contains_key(k))
+}
+
+/// Equal apart from resourceVersion and managedFields (no-op write detection).
+fn same_content(old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        let m = meta_mut(&mut v);
+        m.remove("resourceVersion");
+        m.remove("managedFields");
+        v
+    };
+    strip(old) == strip(new)
+}
+
+/// Write a new state over an existing object (update, patch, apply, status).
+/// `strict_rv`: the client named a resourceVersion (a mismatch is a 409).
+pub fn write_existing(
+    app: &App,
+    t: &Target<'_>,
+    name: &str,
+    old: &Arc<Value>,
+    mut new: Value,
+    strict_rv: bool,
+    managed: bool,
+) -> Result<Arc<Value>, ApiError> {
+    check_identity(t, &mut new)?;
+    let q = t.def.qualified();
+    if let Some(n) = meta::name(&new)
+        && n != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        )));
+    }
+    let old_rv = rv_of(old);
+    if let Some(rv) = meta::str_field(&new, "resourceVersion").filter(|s| !s.is_empty()) {
+        if rv.parse::<u64>().ok() != Some(old_rv) {
+            return Err(ApiError::stale(q, name));
+        }
+    }
+    // Subresource rules: /status writes only status; the main resource
+    // never writes status when status is a subresource.
+    if t.def.status_subresource {
+        if t.subresource == Some("status") {
+            let status = new.get("status").cloned();
+            let mf = meta::meta(&new).and_then(|m| m.get("managedFields")).cloned();
+            let mut merged = (**old).clone();
+            if let Some(m) = merged.as_object_mut() {
+                match status {
+                    Some(s) => m.insert("status".into(), s),
+                    None => m.remove("status"),
+                };
+            }
+            if managed && let Some(mf) = mf {
+                meta_mut(&mut merged).insert("managedFields".into(), mf);
+            }
+            new = merged;
+        } else if let Some(m) = new.as_object_mut() {
+            match old.get("status") {
+                Some(s) => m.insert("status".into(), s.clone()),
+                None => m.remove("status"),
+            };
+        }
+    }
+    // Immutable system metadata comes from the stored object.
+    {
+        let om = meta::meta(old).cloned().unwrap_or_default();
+        let m = meta_mut(&mut new);
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "name",
+            "namespace",
+        ] {
+            match om.get(k) {
+                Some(v) => m.insert(k.into(), v.clone()),
+                None => m.remove(k),
+            };
+        }
+        m.remove("selfLink");
+        m.insert("resourceVersion".into(), json!(old_rv.to_string()));
+        if !managed && !m.contains_key("managedFields")
+            && let Some(mf) = om.get("managedFields")
+        {
+            m.insert("managedFields".into(), mf.clone());
+        }
+    }
+    if meta::is_deleting(old) {
+        let before = meta::finalizers(old);
+        let added: Vec<String> = meta::finalizers(&new)
+            .into_iter()
+            .filter(|f| !before.contains(f))
+            .collect();
+        if !added.is_empty() {
+            let list = added
+                .iter()
+                .map(|f| format!("{f:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(invalid(
+                t,
+                name,
+                vec![Cause {
+                    reason: "FieldValueForbidden",
+                    field: "metadata.finalizers".into(),
+                    message: format!(
+                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}"
+                    ),
+                }],
+            ));
+        }
+    }
+    kinds::apply_defaults(t.def, &mut new);
+    validate(t, name, &mut new)?;
+    if t.def.key() == "apiextensions.k8s.io/customresourcedefinitions"
+        && t.subresource.is_none()
+    {
+        let status = old.get("status").cloned();
+        kinds::prepare_crd(&mut new)?;
+        if let (Some(s), Some(m)) = (status, new.as_object_mut()) {
+            // Keep the recorded conditions (transition times) of an existing CRD.
+            m.insert("status".into(), s);
+        }
+    }
+    if t.def.has_generation && spec_changed(t.def, old, &new) {
+        let g = meta::generation(old) + 1;
+        meta_mut(&mut new).insert("generation".into(), json!(g));
+    }
+    if same_content(old, &new) {
+        // No-op: kube-apiserver does not write (no new resourceVersion, no event).
+        return Ok(old.clone());
+    }
+    if !managed {
+        let now = meta::now_rfc3339();
+        let mf = patching::track(Some(old), &new, t.def, t.version, t.manager, t.subresource, &now);
+        set_managed_fields(&mut new, mf);
+    }
+    if t.dry_run {
+        return Ok(Arc::new(new));
+    }
+    let key = t.key(name);
+    let finalize_now = meta::is_deleting(&new) && !meta::blocks_deletion(&new);
+    let committed = app
+        .store
+        .commit(&t.def.key(), &key, Expect::Rv(old_rv), Some(new))
+        .map_err(|e| match e {
+            CommitError::NotFound => ApiError::not_found(q, name),
+            _ if strict_rv => ApiError::stale(q, name),
+            _ => ApiError::new(409, "Conflict", "retry"),
+        })?;
+    app.after_commit(t.def, &committed);
+    if finalize_now {
+        // Last finalizer gone from a deleting object: it goes away now
+        // (watchers see MODIFIED, then DELETED, as with kube-apiserver).
+        if let Ok(gone) = app
+            .store
+            .commit(&t.def.key(), &key, Expect::Rv(rv_of(&committed)), None)
+        {
+            app.after_delete(t.def, &gone);
+        }
+    }
+    Ok(committed)
+}
+
+fn is_retry(e: &ApiError) -> bool {
+    e.code == 409 && e.message == "retry"
+}
+
+/// Replace an object (PUT).
+pub fn update(app: &App, t: &Target<'_>, name: &str, obj: Value) -> Result<Arc<Value>, ApiError> {
+    let strict = meta::str_field(&obj, "resourceVersion").is_some_and(|s| !s.is_empty());
+    loop {
+        let old = app
+            .store
+            .get(&t.def.key(), &t.key(name))
+            .ok_or_else(|| ApiError::not_found(t.def.qualified(), name))?;
+        match write_existing(app, t, name, &old, obj.clone(), strict, false) {
+            Err(e) if is_retry(&e) => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Patch an object (PATCH); server-side apply creates when absent.
+/// Returns the object and whether it was created.
+pub fn patch(
+    app: &App,
+    t: &Target<'_>,
+    name: &str,
+    kind: PatchKind,
+    body: &Value,
+    force: bool,
+) -> Result<(Arc<Value>, bool), ApiError> {
+    let strict = body
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty());
+    loop {
+        let old = app.store.get(&t.def.key(), &t.key(name));
+        let result = match (kind, old) {
+            (PatchKind::Apply, None) => {
+                if t.subresource.is_some() {
+                    return Err(ApiError::not_found(t.def.qualified(), name));
+                }
+                let mut applied = body.clone();
+                check_identity(t, &mut applied)?;
+                if meta::name(&applied) != Some(name) {
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({}) does not match the name on the URL ({name})",
+                        meta::name(&applied).unwrap_or_default()
+                    )));
+                }
+                let now = meta::now_rfc3339();
+                let obj = patching::apply(None, &applied, t.def, t.version, t.manager, force, None, &now)?;
+                return create(app, t, obj, true).map(|o| (o, true));
+            }
+            (_, None) => return Err(ApiError::not_found(t.def.qualified(), name)),
+            (PatchKind::Apply, Some(old)) => {
+                let now = meta::now_rfc3339();
+                let new = patching::apply(
+                    Some(&old),
+                    body,
+                    t.def,
+                    t.version,
+                    t.manager,
+                    force,
+                    t.subresource,
+                    &now,
+                )?;
+                write_existing(app, t, name, &old, new, strict, true)
+            }
+            (kind, Some(old)) => {
+                if kind == PatchKind::Strategic && t.def.custom {
+                    return Err(ApiError::unsupported_media(
+                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+                    ));
+                }
+                let new = patching::patch(kind, &old, body, t.def, t.version)?;
+                write_existing(app, t, name, &old, new, strict, false)
+            }
+        };
+        match result {
+            Err(e) if is_retry(&e) => continue,
+            other => return other.map(|o| (o, false)),
+        }
+    }
+}
+
+/// Delete an object, honouring preconditions, finalizers and propagation.
+pub fn delete(
+    app: &App,
+    t: &Target<'_>,
+    name: &str,
+    opts: &DeleteOpts,
+) -> Result<Deleted, ApiError> {
+    let q = t.def.qualified();
+    let key = t.key(name);
+    loop {
+        let old = app
+            .store
+            .get(&t.def.key(), &key)
+            .ok_or_else(|| ApiError::not_found(q, name))?;
+        if let Some(uid) = &opts.uid {
+            let have = meta::uid(&old).unwrap_or_default();
+            if uid != have {
+                return Err(ApiError::conflict(
+                    q,
+                    name,
+                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"),
+                ));
+            }
+        }
+        if let Some(rv) = &opts.resource_version {
+            let have = rv_of(&old).to_string();
+            if *rv != have {
+                return Err(ApiError::conflict(
+                    q,
+                    name,
+                    &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"),
+                ));
+            }
+        }
+        let mut finalizers = meta::finalizers(&old);
+        match opts.propagation.as_deref() {
+            None | Some("Background") => {}
+            Some("Foreground") => {
+                if !finalizers.iter().any(|f| f == "foregroundDeletion") {
+                    finalizers.push("foregroundDeletion".into());
+                }
+                finalizers.retain(|f| f != "orphan");
+            }
+            Some("Orphan") => {
+                if !finalizers.iter().any(|f| f == "orphan") {
+                    finalizers.push("orphan".into());
+                }
+                finalizers.retain(|f| f != "foregroundDeletion");
+            }
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+                )));
+            }
+        }
+        let mut probe = (*old).clone();
+        meta::set_finalizers(&mut probe, &finalizers);
+        if !meta::blocks_deletion(&probe) {
+            if t.dry_run {
+                return Ok(Deleted::Gone(old));
+            }
+            match app.store.commit(&t.def.key(), &key, Expect::Rv(rv_of(&old)), None) {
+                Ok(gone) => {
+                    app.after_delete(t.def, &gone);
+                    return Ok(Deleted::Gone(gone));
+                }
+                Err(CommitError::NotFound) => return Err(ApiError::not_found(q, name)),
+                Err(_) => continue,
+            }
+        }
+        let already = meta::is_deleting(&old);
+        if already && finalizers == meta::finalizers(&old) {
+            return Ok(Deleted::Pending(old));
+        }
+        let mut new = (*old).clone();
+        meta::set_finalizers(&mut new, &finalizers);
+        if !already {
+            let m = meta_mut(&mut new);
+            m.insert("deletionTimestamp".into(), json!(meta::now_rfc3339()));
+            m.insert("deletionGracePeriodSeconds".into(), json!(0));
+            if t.def.has_generation {
+                let g = meta::generation(&old) + 1;
+                m.insert("generation".into(), json!(g));
+            }
+            if t.def.key() == "/namespaces"
+                && let Some(s) = new.get_mut("status").and_then(Value::as_object_mut)
+            {
+                s.insert("phase".into(), json!("Terminating"));
+            }
+            if t.def.key() == "apiextensions.k8s.io/customresourcedefinitions" {
+                kinds::mark_crd_terminating(&mut new);
+            }
+        }
+        if t.dry_run {
+            return Ok(Deleted::Pending(Arc::new(new)));
+        }
+        match app.store.commit(&t.def.key(), &key, Expect::Rv(rv_of(&old)), Some(new)) {
+            Ok(obj) => {
+                app.after_commit(t.def, &obj);
+                return Ok(Deleted::Pending(obj));
+            }
+            Err(CommitError::NotFound) => return Err(ApiError::not_found(q, name)),
+            Err(_) => continue,
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! Patch and apply semantics: JSON patch, JSON merge patch, strategic merge
+//! patch, and server-side apply with managedFields — the write paths whose
+//! fidelity `kubectl` and `kube::Client` judge this server by.
+//!
+//! The server calls:
+//! - [`apply_json_patch`], [`apply_merge_patch`], [`apply_strategic_merge_patch`]
+//!   to compute the new object of a PATCH, then [`track_update`] for its
+//!   managedFields (as for create and update);
+//! - [`server_side_apply`] for `application/apply-patch+yaml`, which returns
+//!   the object with its managedFields already set.
+//!
+//! After any of them, if the result equals the stored object
+//! ([`is_noop`]), kube-apiserver writes nothing and keeps resourceVersion.
+
+mod apply;
+mod builtin;
+mod error;
+mod fieldset;
+mod json;
+mod managed;
+mod merge;
+mod schema;
+mod strategic;
+mod walk;
+
+pub use apply::{ApplyOptions, server_side_apply};
+pub use error::{FieldConflict, PatchError};
+pub use json::{apply_json_patch, apply_merge_patch};
+pub use managed::track_update;
+pub use schema::Schema;
+pub use strategic::apply_strategic_merge_patch;
+
+use serde_json::Value;
+
+/// Whether a write that produced `new` from `current` changed nothing, so
+/// the server must skip it (no new resourceVersion, no watch event). JSON
+/// equality, key order ignored; managedFields included, because a change of
+/// ownership alone is a real write in kube-apiserver.
+pub fn is_noop(current: &Value, new: &Value) -> bool {
+    current == new
+}
+
+#[cfg(test)]
+mod apply_tests;

@@ -1,0 +1,389 @@
+//! The resource registry: built-in kinds and the resources that
+//! CustomResourceDefinitions register at run time. Everything that needs to
+//! know "what is `widgets` in `example.com/v1`" (routing, discovery, storage
+//! keys, validation) asks this registry.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use serde_json::Value;
+
+/// One resource type (a group + plural), served in one or more versions.
+#[derive(Debug, Clone)]
+pub struct ResourceDef {
+    pub group: String,
+    /// Served versions, preferred (storage) version first.
+    pub versions: Vec<String>,
+    pub resource: String,
+    pub singular: String,
+    pub kind: String,
+    pub list_kind: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub status_subresource: bool,
+    /// `metadata.generation` is maintained (bumped on spec changes).
+    pub has_generation: bool,
+    /// Registered by a CRD (affects delete responses, schema handling, tables).
+    pub custom: bool,
+    /// `openAPIV3Schema` per version (CRDs only).
+    pub schemas: BTreeMap<String, Value>,
+    /// `additionalPrinterColumns` per version (CRDs only).
+    pub printer_columns: BTreeMap<String, Vec<Value>>,
+    /// Extra subresources listed in discovery (`namespaces/finalize`).
+    pub extra_subresources: Vec<&'static str>,
+}
+
+impl ResourceDef {
+    /// Storage key of this resource: `"{group}/{resource}"`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.group, self.resource)
+    }
+
+    pub fn group_version(&self, version: &str) -> String {
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{}", self.group, version)
+        }
+    }
+
+    pub fn qualified(&self) -> crate::errors::Qualified<'_> {
+        crate::errors::Qualified {
+            group: &self.group,
+            resource: &self.resource,
+        }
+    }
+
+    pub fn serves(&self, version: &str) -> bool {
+        self.versions.iter().any(|v| v == version)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn builtin(
+    group: &str,
+    version: &str,
+    resource: &str,
+    kind: &str,
+    namespaced: bool,
+    short: &[&str],
+    status: bool,
+    generation: bool,
+) -> ResourceDef {
+    ResourceDef {
+        group: group.into(),
+        versions: vec![version.into()],
+        resource: resource.into(),
+        singular: kind.to_lowercase(),
+        kind: kind.into(),
+        list_kind: format!("{kind}List"),
+        namespaced,
+        short_names: short.iter().map(|s| s.to_string()).collect(),
+        categories: Vec::new(),
+        status_subresource: status,
+        has_generation: generation,
+        custom: false,
+        schemas: BTreeMap::new(),
+        printer_columns: BTreeMap::new(),
+        extra_subresources: Vec::new(),
+    }
+}
+
+/// The built-in kinds this server stores (no controllers run for them).
+pub fn builtins() -> Vec<ResourceDef> {
+    let mut ns = builtin("", "v1", "namespaces", "Namespace", false, &["ns"], true, false);
+    ns.extra_subresources = vec!["finalize"];
+    let mut deploy = builtin(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        true,
+        &["deploy"],
+        true,
+        true,
+    );
+    deploy.categories = vec!["all".into()];
+    let mut svc = builtin("", "v1", "services", "Service", true, &["svc"], true, false);
+    svc.categories = vec!["all".into()];
+    let mut crd = builtin(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        false,
+        &["crd", "crds"],
+        true,
+        true,
+    );
+    crd.categories = vec!["api-extensions".into()];
+    vec![
+        ns,
+        builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"], false, false),
+        builtin("", "v1", "secrets", "Secret", true, &[], false, false),
+        svc,
+        builtin("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"], false, false),
+        builtin("", "v1", "events", "Event", true, &["ev"], false, false),
+        builtin("events.k8s.io", "v1", "events", "Event", true, &["ev"], false, false),
+        builtin("coordination.k8s.io", "v1", "leases", "Lease", true, &[], false, false),
+        deploy,
+        crd,
+    ]
+}
+
+/// Thread-safe registry; CRD writes mutate it, requests read it.
+#[derive(Debug)]
+pub struct Registry {
+    inner: RwLock<Vec<Arc<ResourceDef>>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            inner: RwLock::new(builtins().into_iter().map(Arc::new).collect()),
+        }
+    }
+}
+
+impl Registry {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<ResourceDef>>> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Arc<ResourceDef>>> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Resolve `group/version/resource` (a served version only).
+    pub fn lookup(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceDef>> {
+        self.read()
+            .iter()
+            .find(|d| d.group == group && d.resource == resource && d.serves(version))
+            .cloned()
+    }
+
+    /// Resolve a storage key (`group/resource`), any version.
+    pub fn by_key(&self, key: &str) -> Option<Arc<ResourceDef>> {
+        self.read().iter().find(|d| d.key() == key).cloned()
+    }
+
+    /// Resolve `apiVersion` + `kind` (owner references).
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceDef>> {
+        let (group, version) = split_api_version(api_version);
+        self.read()
+            .iter()
+            .find(|d| d.group == group && d.kind == kind && d.serves(version))
+            .cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<ResourceDef>> {
+        self.read().clone()
+    }
+
+    /// Add or replace the resource a CRD defines.
+    pub fn upsert(&self, def: ResourceDef) {
+        let mut all = self.write();
+        let key = def.key();
+        all.retain(|d| d.key() != key);
+        all.push(Arc::new(def));
+    }
+
+    pub fn remove(&self, key: &str) {
+        self.write().retain(|d| d.key() != key || !d.custom);
+    }
+
+    /// Groups in discovery order (core first, then by first registration).
+    /// Each with its versions, preferred first.
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for d in self.read().iter() {
+            let entry = match out.iter_mut().find(|(g, _)| *g == d.group) {
+                Some(e) => e,
+                None => {
+                    out.push((d.group.clone(), Vec::new()));
+                    let last = out.len() - 1;
+                    &mut out[last]
+                }
+            };
+            for v in &d.versions {
+                if !entry.1.contains(v) {
+                    entry.1.push(v.clone());
+                }
+            }
+        }
+        for (_, versions) in out.iter_mut() {
+            versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        }
+        out
+    }
+}
+
+/// `apps/v1` → (`apps`, `v1`); `v1` → (``, `v1`).
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    match api_version.rsplit_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    }
+}
+
+/// Kubernetes version ordering: GA > beta > alpha, higher numbers first.
+pub fn version_priority(v: &str) -> (u8, u32, u32) {
+    let rest = v.strip_prefix('v').unwrap_or(v);
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let major = digits.parse::<u32>().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    let (level, minor) = if tail.is_empty() {
+        (3, 0)
+    } else if let Some(n) = tail.strip_prefix("beta") {
+        (2, n.parse().unwrap_or(0))
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (1, n.parse().unwrap_or(0))
+    } else {
+        (0, 0)
+    };
+    (level, major, minor)
+}
+
+/// Build the resource a CRD object defines. Errors name the offending field.
+pub fn def_from_crd(crd: &Value) -> Result<ResourceDef, String> {
+    let spec = crd.get("spec").ok_or("spec: Required value")?;
+    let group = spec
+        .get("group")
+        .and_then(Value::as_str)
+        .ok_or("spec.group: Required value")?;
+    let names = spec.get("names").ok_or("spec.names: Required value")?;
+    let plural = names
+        .get("plural")
+        .and_then(Value::as_str)
+        .ok_or("spec.names.plural: Required value")?;
+    let kind = names
+        .get("kind")
+        .and_then(Value::as_str)
+        .ok_or("spec.names.kind: Required value")?;
+    let singular = names
+        .get("singular")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| kind.to_lowercase());
+    let list_kind = names
+        .get("listKind")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{kind}List"));
+    let strs = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let scope = spec
+        .get("scope")
+        .and_then(Value::as_str)
+        .ok_or("spec.scope: Required value")?;
+    let namespaced = match scope {
+        "Namespaced" => true,
+        "Cluster" => false,
+        other => {
+            return Err(format!(
+                "spec.scope: Unsupported value: \"{other}\": supported values: \"Cluster\", \"Namespaced\""
+            ));
+        }
+    };
+    let versions = spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+        .ok_or("spec.versions: Invalid value: null: must have exactly one version marked as storage version")?;
+    let mut served = Vec::new();
+    let mut storage = None;
+    let mut schemas = BTreeMap::new();
+    let mut printer_columns = BTreeMap::new();
+    let mut status = false;
+    for (i, v) in versions.iter().enumerate() {
+        let name = v
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("spec.versions[{i}].name: Required value"))?;
+        if v.get("served").and_then(Value::as_bool).unwrap_or(false) {
+            served.push(name.to_string());
+        }
+        if v.get("storage").and_then(Value::as_bool).unwrap_or(false) {
+            if storage.is_some() {
+                return Err("spec.versions: Invalid value: must have exactly one version marked as storage version".into());
+            }
+            storage = Some(name.to_string());
+        }
+        if let Some(s) = v.pointer("/schema/openAPIV3Schema") {
+            schemas.insert(name.to_string(), s.clone());
+        }
+        if let Some(c) = v.get("additionalPrinterColumns").and_then(Value::as_array) {
+            printer_columns.insert(name.to_string(), c.clone());
+        }
+        if v.pointer("/subresources/status").is_some() {
+            status = true;
+        }
+    }
+    let storage = storage.ok_or("spec.versions: Invalid value: must have exactly one version marked as storage version")?;
+    // Preferred first: sort served versions by Kubernetes version priority.
+    served.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+    let _ = storage;
+    Ok(ResourceDef {
+        group: group.to_string(),
+        versions: served,
+        resource: plural.to_string(),
+        singular,
+        kind: kind.to_string(),
+        list_kind,
+        namespaced,
+        short_names: strs(names.get("shortNames")),
+        categories: strs(names.get("categories")),
+        status_subresource: status,
+        has_generation: true,
+        custom: true,
+        schemas,
+        printer_columns,
+        extra_subresources: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn crd_defines_resource_with_preferred_version_first() {
+        let crd = json!({"spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
+            "versions": [
+                {"name": "v1beta1", "served": true, "storage": false},
+                {"name": "v1", "served": true, "storage": true, "subresources": {"status": {}}},
+                {"name": "v1alpha1", "served": false, "storage": false}]}});
+        let d = def_from_crd(&crd).unwrap();
+        assert_eq!(d.versions, vec!["v1", "v1beta1"]);
+        assert!(d.status_subresource);
+        assert_eq!(d.short_names, vec!["wd"]);
+        assert_eq!(d.singular, "widget");
+        assert_eq!(d.key(), "example.com/widgets");
+    }
+
+    #[test]
+    fn crd_without_storage_version_is_rejected() {
+        let crd = json!({"spec": {"group": "g", "scope": "Cluster",
+            "names": {"plural": "xs", "kind": "X"},
+            "versions": [{"name": "v1", "served": true, "storage": false}]}});
+        assert!(def_from_crd(&crd).unwrap_err().contains("storage version"));
+    }
+
+    #[test]
+    fn registry_resolves_by_kind_and_version() {
+        let r = Registry::default();
+        assert_eq!(r.by_kind("apps/v1", "Deployment").unwrap().resource, "deployments");
+        assert!(r.lookup("apps", "v1beta1", "deployments").is_none());
+        assert!(r.lookup("", "v1", "configmaps").is_some());
+    }
+}

@@ -1,0 +1,293 @@
+//! CRD `openAPIV3Schema` validation and pruning, as far as controllers and
+//! kubectl exercise it: types, required, enum, bounds, lengths, item counts,
+//! `nullable`, `x-kubernetes-int-or-string`, `x-kubernetes-preserve-unknown-fields`,
+//! `additionalProperties`. Unknown fields are pruned (as kube-apiserver does)
+//! rather than rejected. Hand-written: the structural-schema rules of
+//! Kubernetes (pruning, int-or-string, preserve-unknown) are not what generic
+//! JSON-schema crates implement.
+
+use serde_json::{Map, Value};
+
+use crate::errors::Cause;
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("\"{s}\""),
+        other => other.to_string(),
+    }
+}
+
+fn invalid(path: &str, v: &Value, msg: String) -> Cause {
+    Cause {
+        reason: "FieldValueInvalid",
+        field: path.to_string(),
+        message: format!("Invalid value: {}: {msg}", show(v)),
+    }
+}
+
+/// Validate `obj` against `schema`, pruning unknown fields in place.
+/// Returns the causes of a 422 (empty when valid).
+pub fn validate_and_prune(obj: &mut Value, schema: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let Some(root) = obj.as_object_mut() else {
+        return causes;
+    };
+    let props = schema.get("properties").and_then(Value::as_object);
+    let preserve = preserves(schema);
+    let keys: Vec<String> = root.keys().cloned().collect();
+    for k in keys {
+        if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+            // metadata is validated by the server itself.
+            continue;
+        }
+        match props.and_then(|p| p.get(&k)) {
+            Some(sub) => {
+                if let Some(v) = root.get_mut(&k) {
+                    walk(v, sub, &k, &mut causes);
+                }
+            }
+            None if preserve => {}
+            None => {
+                root.remove(&k);
+            }
+        }
+    }
+    required(root, schema, "", &mut causes);
+    causes
+}
+
+fn preserves(schema: &Value) -> bool {
+    schema
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+fn required(obj: &Map<String, Value>, schema: &Value, path: &str, causes: &mut Vec<Cause>) {
+    for r in schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        if !obj.contains_key(r) {
+            causes.push(Cause {
+                reason: "FieldValueRequired",
+                field: join(path, r),
+                message: "Required value".into(),
+            });
+        }
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn walk(v: &mut Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) {
+    if v.is_null() {
+        if schema.get("nullable").and_then(Value::as_bool) == Some(true) {
+            return;
+        }
+        // kube-apiserver drops nulls for non-nullable fields during pruning/defaulting.
+    }
+    let int_or_string = schema
+        .get("x-kubernetes-int-or-string")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if int_or_string {
+        if !(v.is_string() || v.is_i64() || v.is_u64()) {
+            causes.push(invalid(
+                path,
+                v,
+                format!("{path} in body must be of type int-or-string: \"{}\"", type_name(v)),
+            ));
+        }
+        return;
+    }
+    if let Some(t) = schema.get("type").and_then(Value::as_str) {
+        let got = type_name(v);
+        let ok = got == t || (t == "number" && got == "integer");
+        if !ok {
+            causes.push(invalid(
+                path,
+                v,
+                format!("{path} in body must be of type {t}: \"{got}\""),
+            ));
+            return;
+        }
+    }
+    if let Some(e) = schema.get("enum").and_then(Value::as_array)
+        && !e.contains(v)
+    {
+        let supported = e.iter().map(show).collect::<Vec<_>>().join(", ");
+        causes.push(Cause {
+            reason: "FieldValueNotSupported",
+            field: path.to_string(),
+            message: format!("Unsupported value: {}: supported values: {supported}", show(v)),
+        });
+    }
+    match v {
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(0.0);
+            if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+                && x < min
+            {
+                causes.push(invalid(
+                    path,
+                    v,
+                    format!("{path} in body should be greater than or equal to {min}"),
+                ));
+            }
+            if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+                && x > max
+            {
+                causes.push(invalid(
+                    path,
+                    v,
+                    format!("{path} in body should be less than or equal to {max}"),
+                ));
+            }
+        }
+        Value::String(s) => {
+            let len = s.chars().count() as u64;
+            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+                && len < min
+            {
+                causes.push(invalid(
+                    path,
+                    v,
+                    format!("{path} in body should be at least {min} chars long"),
+                ));
+            }
+            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+                && len > max
+            {
+                causes.push(Cause {
+                    reason: "FieldValueTooLong",
+                    field: path.to_string(),
+                    message: format!("Too long: may not be more than {max} bytes"),
+                });
+            }
+        }
+        Value::Array(items) => {
+            let n = items.len() as u64;
+            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+                && n < min
+            {
+                causes.push(invalid(
+                    path,
+                    &Value::Null,
+                    format!("{path} in body should have at least {min} items"),
+                ));
+            }
+            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+                && n > max
+            {
+                causes.push(Cause {
+                    reason: "FieldValueTooMany",
+                    field: path.to_string(),
+                    message: format!("Too many: {n}: must have at most {max} items"),
+                });
+            }
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter_mut().enumerate() {
+                    walk(item, item_schema, &format!("{path}[{i}]"), causes);
+                }
+            }
+        }
+        Value::Object(map) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties");
+            let preserve = preserves(schema);
+            let keys: Vec<String> = map.keys().cloned().collect();
+            for k in keys {
+                let sub_path = join(path, &k);
+                if let Some(sub) = props.and_then(|p| p.get(&k)) {
+                    if let Some(child) = map.get_mut(&k) {
+                        walk(child, sub, &sub_path, causes);
+                    }
+                } else if let Some(add) = additional.filter(|a| a.is_object()) {
+                    if let Some(child) = map.get_mut(&k) {
+                        walk(child, add, &sub_path, causes);
+                    }
+                } else if preserve || additional.and_then(Value::as_bool) == Some(true) {
+                    // kept as is
+                } else {
+                    map.remove(&k);
+                }
+            }
+            required(map, schema, path, causes);
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({"type": "object", "properties": {
+            "spec": {"type": "object", "required": ["size"], "properties": {
+                "size": {"type": "integer", "minimum": 1},
+                "mode": {"type": "string", "enum": ["a", "b"]},
+                "port": {"x-kubernetes-int-or-string": true},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+            "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}}})
+    }
+
+    #[test]
+    fn prunes_unknown_fields_but_keeps_preserved_ones() {
+        let mut o = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "w"},
+            "spec": {"size": 2, "junk": 1, "free": {"any": {"thing": 1}}, "labels": {"a": "b"}},
+            "extra": true});
+        assert!(validate_and_prune(&mut o, &schema()).is_empty());
+        assert!(o.get("extra").is_none());
+        assert!(o["spec"].get("junk").is_none());
+        assert_eq!(o["spec"]["free"]["any"]["thing"], 1);
+        assert_eq!(o["spec"]["labels"]["a"], "b");
+    }
+
+    #[test]
+    fn reports_the_offending_field() {
+        let mut o = json!({"spec": {"size": "big", "mode": "c", "tags": [1]}});
+        let causes = validate_and_prune(&mut o, &schema());
+        let fields: Vec<_> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, vec!["spec.size", "spec.mode", "spec.tags[0]"]);
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: \"big\": spec.size in body must be of type integer: \"string\""
+        );
+    }
+
+    #[test]
+    fn required_and_minimum() {
+        let mut o = json!({"spec": {"mode": "a", "port": "http"}});
+        let causes = validate_and_prune(&mut o, &schema());
+        assert_eq!(causes[0].field, "spec.size");
+        assert_eq!(causes[0].reason, "FieldValueRequired");
+        let mut o = json!({"spec": {"size": 0}});
+        assert_eq!(validate_and_prune(&mut o, &schema()).len(), 1);
+    }
+}

@@ -1,0 +1,430 @@
+//! One running controller (one per WasmController): its resolved resources,
+//! shared caches, trigger subscriptions, work queue and workers.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use kube::api::{ApiResource, DynamicObject};
+use kube::core::{Selector, SelectorExt};
+use rand::Rng;
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use wr_runtime::CallLimits;
+
+use crate::cache::{CacheRegistry, Change, KindCache, Subscription, key_of};
+use crate::crd::{RelatedResource, RelatedScope, UpdateMethod, WasmControllerSpec};
+use crate::events::EventRecorder;
+use crate::plugin::ReconcilePlugin;
+use crate::queue::{Backoff, ObjectKey, WorkQueue};
+use crate::resolve::{ResolveError, Resolved, resolve};
+use crate::validate::DeclaredKind;
+
+/// Default full resync period.
+pub const DEFAULT_RESYNC: Duration = Duration::from_secs(600);
+/// Default concurrency per controller.
+pub const DEFAULT_CONCURRENCY: u32 = 4;
+
+/// A declared child kind with its cache.
+pub(crate) struct ChildKind {
+    pub resolved: Resolved,
+    pub method: UpdateMethod,
+    pub cache: Arc<KindCache>,
+}
+
+/// A related rule with its cache.
+pub(crate) struct RelatedKind {
+    pub rule: RelatedResource,
+    pub selector: Option<Selector>,
+    pub cache: Arc<KindCache>,
+}
+
+impl RelatedKind {
+    pub fn matches(&self, obj: &DynamicObject) -> bool {
+        if let Some(names) = &self.rule.names {
+            return obj
+                .metadata
+                .name
+                .as_ref()
+                .is_some_and(|n| names.contains(n));
+        }
+        match &self.selector {
+            Some(sel) => {
+                let empty = std::collections::BTreeMap::new();
+                sel.matches(obj.metadata.labels.as_ref().unwrap_or(&empty))
+            }
+            None => true,
+        }
+    }
+}
+
+/// Remembered permanent failure: no new plugin call until the parent's
+/// generation changes or the resync period passes.
+pub(crate) struct PermanentFailure {
+    pub uid: String,
+    pub generation: Option<i64>,
+    pub at: Instant,
+}
+
+/// Per-controller counters, readable by tests and the manager.
+#[derive(Debug, Default)]
+pub struct ControllerStats {
+    /// Plugin calls made.
+    pub plugin_calls: AtomicU64,
+    /// Reconciles run.
+    pub reconciles: AtomicU64,
+}
+
+/// Everything a reconcile of this controller needs.
+pub(crate) struct Controller {
+    pub name: String,
+    pub client: kube::Client,
+    pub field_manager: String,
+    pub finalizer: String,
+    pub finalize: bool,
+    pub parent: Resolved,
+    pub parent_cache: Arc<KindCache>,
+    pub children: Vec<ChildKind>,
+    pub declared: Vec<DeclaredKind>,
+    pub related: Vec<RelatedKind>,
+    pub plugin: RwLock<Arc<dyn ReconcilePlugin>>,
+    pub config: Option<Value>,
+    pub limits: CallLimits,
+    pub resync: Duration,
+    pub queue: WorkQueue,
+    pub events: EventRecorder,
+    pub permanent: Mutex<HashMap<ObjectKey, PermanentFailure>>,
+    pub health: Mutex<HashMap<ObjectKey, bool>>,
+    pub stats: Arc<ControllerStats>,
+}
+
+impl Controller {
+    pub fn plugin(&self) -> Arc<dyn ReconcilePlugin> {
+        self.plugin
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Resync delay with ±10 % jitter so parents do not resync in lockstep.
+    pub fn jittered_resync(&self) -> Duration {
+        let f: f64 = rand::rng().random_range(0.9..1.1);
+        self.resync.mul_f64(f)
+    }
+
+    pub fn set_health(&self, key: &ObjectKey, ok: Option<bool>) {
+        let mut h = self.health.lock().unwrap_or_else(|e| e.into_inner());
+        match ok {
+            Some(v) => {
+                h.insert(key.clone(), v);
+            }
+            None => {
+                h.remove(key);
+            }
+        }
+    }
+}
+
+/// Which field of the spec a start failure is about.
+#[derive(Debug, thiserror::Error)]
+#[error("{field}: {source}")]
+pub struct StartError {
+    /// e.g. `spec.childResources[0]`.
+    pub field: String,
+    /// What went wrong.
+    #[source]
+    pub source: ResolveError,
+}
+
+/// Settings that do not come from the WasmController.
+#[derive(Clone)]
+pub struct ControllerSettings {
+    /// Default resync period when the spec has none.
+    pub default_resync: Duration,
+    /// Backoff of failed reconciles.
+    pub backoff: Backoff,
+}
+
+/// A started controller; stop it with [`ControllerHandle::stop`].
+pub struct ControllerHandle {
+    pub(crate) ctl: Arc<Controller>,
+    subs: Vec<Subscription>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl ControllerHandle {
+    /// Counters of this controller.
+    pub fn stats(&self) -> Arc<ControllerStats> {
+        self.ctl.stats.clone()
+    }
+
+    /// Swaps the plugin without restarting anything (hot reload).
+    pub fn swap_plugin(&self, plugin: Arc<dyn ReconcilePlugin>) {
+        *self.ctl.plugin.write().unwrap_or_else(|e| e.into_inner()) = plugin;
+        for k in self.ctl.parent_cache.keys() {
+            self.ctl.queue.add(k);
+        }
+    }
+
+    /// Parents whose last reconcile succeeded / failed.
+    pub fn health_counts(&self) -> (u32, u32) {
+        let h = self.ctl.health.lock().unwrap_or_else(|e| e.into_inner());
+        let ok = h.values().filter(|v| **v).count() as u32;
+        (ok, h.len() as u32 - ok)
+    }
+
+    /// The parent resource this controller reconciles.
+    pub fn parent_resource(&self) -> &ApiResource {
+        &self.ctl.parent.ar
+    }
+
+    /// Stops triggers and workers; in-flight reconciles finish first.
+    pub async fn stop(self) {
+        drop(self.subs);
+        self.ctl.queue.close();
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// Resolves the spec's resources and starts the controller.
+pub(crate) async fn start(
+    client: &kube::Client,
+    caches: &CacheRegistry,
+    name: &str,
+    spec: &WasmControllerSpec,
+    plugin: Arc<dyn ReconcilePlugin>,
+    settings: &ControllerSettings,
+) -> Result<ControllerHandle, StartError> {
+    let parent = resolve(client, &spec.parent_resource)
+        .await
+        .map_err(|source| StartError {
+            field: "spec.parentResource".into(),
+            source,
+        })?;
+    let mut children = Vec::new();
+    let mut declared = Vec::new();
+    for (i, c) in spec.child_resources.iter().enumerate() {
+        let r = resolve(client, &c.resource_ref())
+            .await
+            .map_err(|source| StartError {
+                field: format!("spec.childResources[{i}]"),
+                source,
+            })?;
+        declared.push(DeclaredKind {
+            api_version: r.ar.api_version.clone(),
+            kind: r.ar.kind.clone(),
+            namespaced: r.namespaced,
+        });
+        children.push(ChildKind {
+            cache: caches.get(&r.ar),
+            resolved: r,
+            method: c.method(),
+        });
+    }
+    let mut related = Vec::new();
+    for (i, rule) in spec.related.iter().enumerate() {
+        let r = resolve(client, &rule.resource_ref())
+            .await
+            .map_err(|source| StartError {
+                field: format!("spec.related[{i}]"),
+                source,
+            })?;
+        let selector = rule
+            .selector
+            .clone()
+            .and_then(|s| Selector::try_from(s).ok());
+        related.push(RelatedKind {
+            rule: rule.clone(),
+            selector,
+            cache: caches.get(&r.ar),
+        });
+    }
+    let limits = spec.limits.clone().unwrap_or(crate::crd::Limits {
+        timeout_millis: None,
+        memory_mib: None,
+        fuel: None,
+    });
+    let call_limits = CallLimits {
+        timeout: Duration::from_millis(u64::from(limits.timeout_millis.unwrap_or(2000))),
+        max_memory_bytes: limits.memory_mib.unwrap_or(64) as usize * 1024 * 1024,
+        fuel: limits.fuel,
+        max_response_bytes: 4 * 1024 * 1024,
+    };
+    let field_manager = format!("wasm-reconciler/{name}");
+    let ctl = Arc::new(Controller {
+        name: name.to_string(),
+        client: client.clone(),
+        finalizer: crate::finalize::finalizer_name(name),
+        finalize: spec.finalize,
+        parent_cache: caches.get(&parent.ar),
+        parent,
+        children,
+        declared,
+        related,
+        plugin: RwLock::new(plugin),
+        config: spec.plugin.config.clone(),
+        limits: call_limits,
+        resync: spec
+            .resync_period_seconds
+            .map(|s| Duration::from_secs(u64::from(s)))
+            .unwrap_or(settings.default_resync),
+        queue: WorkQueue::new(settings.backoff),
+        events: EventRecorder::new(client.clone(), field_manager.clone()),
+        field_manager,
+        permanent: Mutex::new(HashMap::new()),
+        health: Mutex::new(HashMap::new()),
+        stats: Arc::new(ControllerStats::default()),
+    });
+    let subs = subscribe(&ctl);
+    let mut tasks = Vec::new();
+    let concurrency = spec
+        .max_concurrent_reconciles
+        .unwrap_or(DEFAULT_CONCURRENCY)
+        .max(1);
+    let c = ctl.clone();
+    tasks.push(tokio::spawn(async move {
+        c.parent_cache.wait_synced().await;
+        for k in &c.children {
+            k.cache.wait_synced().await;
+        }
+        for r in &c.related {
+            r.cache.wait_synced().await;
+        }
+        for key in c.parent_cache.keys() {
+            c.queue.add(key);
+        }
+    }));
+    for _ in 0..concurrency {
+        let c = ctl.clone();
+        tasks.push(tokio::spawn(async move {
+            // Workers wait for the first trigger; triggers only arrive after the
+            // sync task above has seen every cache complete its first list, or
+            // from watch events (which only flow once a cache is listing).
+            while let Some(key) = c.queue.next().await {
+                if !caches_synced(&c) {
+                    c.queue.done(
+                        &key,
+                        crate::queue::Outcome::Success {
+                            next: Some(Duration::from_millis(100)),
+                        },
+                    );
+                    continue;
+                }
+                let outcome = crate::reconcile::reconcile(&c, &key).await;
+                c.queue.done(&key, outcome);
+            }
+        }));
+    }
+    Ok(ControllerHandle { ctl, subs, tasks })
+}
+
+fn caches_synced(c: &Controller) -> bool {
+    c.parent_cache.is_synced()
+        && c.children.iter().all(|k| k.cache.is_synced())
+        && c.related.iter().all(|r| r.cache.is_synced())
+}
+
+/// True when a parent change can matter to a reconcile (status-only changes,
+/// including our own status writes, are ignored).
+pub(crate) fn parent_change_matters(ch: &Change<'_>) -> bool {
+    match (ch.old, ch.new) {
+        (Some(o), Some(n)) => {
+            let (a, b) = (&o.metadata, &n.metadata);
+            a.generation != b.generation
+                || a.generation.is_none()
+                || a.labels != b.labels
+                || a.annotations != b.annotations
+                || a.finalizers != b.finalizers
+                || a.deletion_timestamp != b.deletion_timestamp
+                || a.uid != b.uid
+        }
+        _ => true,
+    }
+}
+
+fn subscribe(ctl: &Arc<Controller>) -> Vec<Subscription> {
+    let mut subs = Vec::new();
+    let weak = Arc::downgrade(ctl);
+    subs.push(ctl.parent_cache.subscribe(move |ch| {
+        let Some(c) = weak.upgrade() else { return };
+        if !parent_change_matters(ch) {
+            return;
+        }
+        if let Some(o) = ch.new.or(ch.old) {
+            c.queue.add(key_of(o));
+        }
+    }));
+    for kind in &ctl.children {
+        let weak = Arc::downgrade(ctl);
+        subs.push(kind.cache.subscribe(move |ch| {
+            let Some(c) = weak.upgrade() else { return };
+            for o in [ch.old, ch.new].into_iter().flatten() {
+                if let Some(key) = owner_key(&c, o) {
+                    c.queue.add(key);
+                }
+            }
+        }));
+    }
+    for (i, _) in ctl.related.iter().enumerate() {
+        let weak = Arc::downgrade(ctl);
+        subs.push(ctl.related[i].cache.subscribe(move |ch| {
+            let Some(c) = weak.upgrade() else { return };
+            let rule = &c.related[i];
+            let hit = [ch.old, ch.new]
+                .into_iter()
+                .flatten()
+                .any(|o| rule.matches(o));
+            if !hit {
+                return;
+            }
+            let ns = ch.new.or(ch.old).and_then(|o| o.metadata.namespace.clone());
+            let parents = match (rule.rule.scope, &ns, c.parent.namespaced) {
+                (RelatedScope::Namespace, Some(ns), true) => c.parent_cache.in_namespace(Some(ns)),
+                (RelatedScope::Namespace, _, true) => Vec::new(),
+                _ => c.parent_cache.in_namespace(None),
+            };
+            for p in parents {
+                c.queue.add(key_of(&p));
+            }
+        }));
+    }
+    subs
+}
+
+/// The parent key a child maps to through its controller owner reference.
+fn owner_key(c: &Controller, child: &DynamicObject) -> Option<ObjectKey> {
+    let r = child
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))?;
+    if r.kind != c.parent.ar.kind || group_of(&r.api_version) != c.parent.ar.group {
+        return None;
+    }
+    let ns = if c.parent.namespaced {
+        child.metadata.namespace.clone()
+    } else {
+        None
+    };
+    Some(ObjectKey {
+        namespace: ns,
+        name: r.name.clone(),
+    })
+}
+
+fn group_of(api_version: &str) -> &str {
+    match api_version.split_once('/') {
+        Some((g, _)) => g,
+        None => "",
+    }
+}
+
+/// Counts a plugin call.
+pub(crate) fn count_call(c: &Controller) {
+    c.stats.plugin_calls.fetch_add(1, Ordering::Relaxed);
+}

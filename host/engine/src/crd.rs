@@ -1,0 +1,473 @@
+//! The `WasmController` custom resource (`wasm-reconciler.dev/v1alpha1`, cluster-scoped).
+//!
+//! The Rust types are the source of truth: `crds/wasmcontroller.yaml` is generated
+//! from them (`wasm-reconciler crds`) and a test fails when the checked-in file is
+//! stale. Rules that a schema can express (enums, patterns, "exactly one of") are
+//! put into the schema so the API server rejects bad specs at admission; the rest
+//! are checked by [`WasmControllerSpec::validate`] and reported as a condition.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of every wasm-reconciler resource.
+pub const GROUP: &str = "wasm-reconciler.dev";
+
+/// Desired configuration of one controller run by the host.
+// The printcolumn attributes repeat `type_ = "string"` by design.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "wasm-reconciler.dev",
+    version = "v1alpha1",
+    kind = "WasmController",
+    status = "WasmControllerStatus",
+    shortname = "wc",
+    category = "wasm-reconciler",
+    derive = "PartialEq",
+    printcolumn(
+        name = "Parent",
+        type_ = "string",
+        json_path = ".spec.parentResource.apiVersion"
+    ),
+    printcolumn(
+        name = "Digest",
+        type_ = "string",
+        json_path = ".status.pluginDigest",
+        priority = "1"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WasmControllerSpec {
+    /// The resource whose objects this controller reconciles.
+    pub parent_resource: ResourceRef,
+    /// Kinds the plugin may create; the host watches them and deletes undesired ones.
+    #[serde(default)]
+    pub child_resources: Vec<ChildResource>,
+    /// Where the plugin component comes from.
+    pub plugin: PluginSource,
+    /// Put a finalizer on parents and call the plugin with `finalizing: true` on delete.
+    #[serde(default)]
+    pub finalize: bool,
+    /// Extra objects handed to the plugin in `related`.
+    #[serde(default)]
+    pub related: Vec<RelatedResource>,
+    /// Period of the full resync of every parent (jittered by ±10 %). Default 600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub resync_period_seconds: Option<u32>,
+    /// Parents reconciled at the same time by this controller. Default 4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub max_concurrent_reconciles: Option<u32>,
+    /// Per-call sandbox limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+}
+
+/// A resource named by apiVersion plus either its plural `resource` or its `kind`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.resource) != has(self.kind)", "message": "exactly one of resource or kind must be set"}
+]))]
+pub struct ResourceRef {
+    /// `group/version`, or `v1` for the core group.
+    #[schemars(length(min = 1))]
+    pub api_version: String,
+    /// Plural resource name, e.g. `configmaps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// Kind, e.g. `ConfigMap`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
+
+/// A child kind and how existing children of it are updated.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.resource) != has(self.kind)", "message": "exactly one of resource or kind must be set"}
+]))]
+pub struct ChildResource {
+    /// `group/version`, or `v1` for the core group.
+    #[schemars(length(min = 1))]
+    pub api_version: String,
+    /// Plural resource name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// Kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// How a child that differs from the desired state is brought in line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_strategy: Option<UpdateStrategy>,
+}
+
+impl ChildResource {
+    /// The resource reference part of this child declaration.
+    pub fn resource_ref(&self) -> ResourceRef {
+        ResourceRef {
+            api_version: self.api_version.clone(),
+            resource: self.resource.clone(),
+            kind: self.kind.clone(),
+        }
+    }
+
+    /// The effective update method (InPlace when unset).
+    pub fn method(&self) -> UpdateMethod {
+        self.update_strategy
+            .as_ref()
+            .map(|s| s.method)
+            .unwrap_or_default()
+    }
+}
+
+/// Update strategy of one child kind (Metacontroller semantics).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateStrategy {
+    /// InPlace (default), Recreate or OnDelete.
+    #[serde(default)]
+    pub method: UpdateMethod,
+}
+
+/// How an existing child is brought to the desired state.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum UpdateMethod {
+    /// Server-side apply the desired fields onto the existing object.
+    #[default]
+    InPlace,
+    /// Delete the existing object and create it again from the desired state.
+    Recreate,
+    /// Never update existing children; only create missing ones.
+    OnDelete,
+}
+
+/// Where the plugin component comes from.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.configMap) != has(self.path)", "message": "exactly one of configMap or path must be set"}
+]))]
+pub struct PluginSource {
+    /// A key in a ConfigMap's `binaryData` holding the component bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapSource>,
+    /// A local file path (for `wasm-reconciler dev` and tests; never in a shared cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Optional pin: lowercase hex sha256 of the component; a mismatch refuses to load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(sha256:)?[0-9a-f]{64}$"))]
+    pub sha256: Option<String>,
+    /// Settings handed to the plugin as `config` (any JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_json")]
+    pub config: Option<serde_json::Value>,
+}
+
+/// A ConfigMap key holding a component.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapSource {
+    /// ConfigMap name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// ConfigMap namespace.
+    #[schemars(length(min = 1))]
+    pub namespace: String,
+    /// Key in `binaryData`. Default `plugin.wasm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+/// A rule selecting extra objects handed to the plugin.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.resource) != has(self.kind)", "message": "exactly one of resource or kind must be set"},
+    {"rule": "!(has(self.selector) && has(self.names))", "message": "selector and names are mutually exclusive"}
+]))]
+pub struct RelatedResource {
+    /// `group/version`, or `v1` for the core group.
+    #[schemars(length(min = 1))]
+    pub api_version: String,
+    /// Plural resource name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// Kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Label selector; all objects when neither selector nor names is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// Exact object names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<String>>,
+    /// `Namespace` (default): objects in the parent's namespace; `Cluster`: anywhere.
+    #[serde(default)]
+    pub scope: RelatedScope,
+}
+
+impl RelatedResource {
+    /// The resource reference part of this rule.
+    pub fn resource_ref(&self) -> ResourceRef {
+        ResourceRef {
+            api_version: self.api_version.clone(),
+            resource: self.resource.clone(),
+            kind: self.kind.clone(),
+        }
+    }
+}
+
+/// Where related objects are looked for.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RelatedScope {
+    /// The parent's namespace.
+    #[default]
+    Namespace,
+    /// All namespaces (and cluster-scoped objects).
+    Cluster,
+}
+
+/// Per-call sandbox limits.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    /// Wall-clock budget of one call in milliseconds. Default 2000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 300000))]
+    pub timeout_millis: Option<u32>,
+    /// Linear memory cap in MiB. Default 64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4096))]
+    pub memory_mib: Option<u32>,
+    /// Optional fuel (instruction) budget per call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub fuel: Option<u64>,
+}
+
+/// Observed state of a WasmController, written by the host.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WasmControllerStatus {
+    /// Generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `PluginLoaded` and `Ready`.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// `sha256:<hex>` of the plugin currently serving this controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_digest: Option<String>,
+    /// Parents whose last reconcile succeeded.
+    #[serde(default)]
+    pub parents_ready: u32,
+    /// Parents whose last reconcile failed.
+    #[serde(default)]
+    pub parents_failing: u32,
+}
+
+/// Schema of a free-form JSON value (structural-schema friendly).
+fn any_json(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+/// Rules the schema cannot express; the error names the offending field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct SpecError {
+    /// JSON path of the offending field, e.g. `spec.childResources[1].kind`.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl WasmControllerSpec {
+    /// Checks the rules the API server cannot check (or that an API server without
+    /// CEL support skipped). The first violation is returned.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        check_ref(
+            "spec.parentResource",
+            &self.parent_resource.api_version,
+            &self.parent_resource.resource,
+            &self.parent_resource.kind,
+        )?;
+        for (i, c) in self.child_resources.iter().enumerate() {
+            check_ref(
+                &format!("spec.childResources[{i}]"),
+                &c.api_version,
+                &c.resource,
+                &c.kind,
+            )?;
+        }
+        for (i, r) in self.related.iter().enumerate() {
+            let field = format!("spec.related[{i}]");
+            check_ref(&field, &r.api_version, &r.resource, &r.kind)?;
+            if r.selector.is_some() && r.names.is_some() {
+                return Err(err(&field, "selector and names are mutually exclusive"));
+            }
+        }
+        match (&self.plugin.config_map, &self.plugin.path) {
+            (Some(_), Some(_)) | (None, None) => {
+                return Err(err(
+                    "spec.plugin",
+                    "exactly one of configMap or path must be set",
+                ));
+            }
+            _ => {}
+        }
+        if let Some(pin) = &self.plugin.sha256 {
+            let hex = pin.strip_prefix("sha256:").unwrap_or(pin);
+            if hex.len() != 64
+                || !hex
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            {
+                return Err(err("spec.plugin.sha256", "must be 64 lowercase hex digits"));
+            }
+        }
+        if self.max_concurrent_reconciles == Some(0) {
+            return Err(err("spec.maxConcurrentReconciles", "must be at least 1"));
+        }
+        if self.resync_period_seconds == Some(0) {
+            return Err(err("spec.resyncPeriodSeconds", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+fn err(field: &str, message: &str) -> SpecError {
+    SpecError {
+        field: field.to_string(),
+        message: message.to_string(),
+    }
+}
+
+fn check_ref(
+    field: &str,
+    api_version: &str,
+    resource: &Option<String>,
+    kind: &Option<String>,
+) -> Result<(), SpecError> {
+    if api_version.is_empty() || api_version.split('/').count() > 2 {
+        return Err(err(
+            &format!("{field}.apiVersion"),
+            "must be group/version or v1",
+        ));
+    }
+    match (resource, kind) {
+        (Some(r), None) if !r.is_empty() => Ok(()),
+        (None, Some(k)) if !k.is_empty() => Ok(()),
+        _ => Err(err(field, "exactly one of resource or kind must be set")),
+    }
+}
+
+/// The CRD as YAML, exactly as checked in under `crds/`.
+pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
+    use kube::CustomResourceExt;
+    serde_yaml::to_string(&WasmController::crd())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> WasmControllerSpec {
+        serde_json::from_value(serde_json::json!({
+            "parentResource": {"apiVersion": "example.com/v1", "kind": "StaticSite"},
+            "childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "plugin": {"path": "/tmp/p.wasm"}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn checked_in_crd_is_current() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../crds/wasmcontroller.yaml"
+        );
+        if std::env::var_os("WR_UPDATE_CRDS").is_some() {
+            std::fs::write(path, crd_yaml().unwrap()).unwrap();
+        }
+        let on_disk = std::fs::read_to_string(path).unwrap_or_default();
+        assert_eq!(
+            on_disk,
+            crd_yaml().unwrap(),
+            "crds/wasmcontroller.yaml is stale: run `wasm-reconciler crds > crds/wasmcontroller.yaml` or `WR_UPDATE_CRDS=1 cargo test -p wr-engine crd`"
+        );
+    }
+
+    #[test]
+    fn crd_is_cluster_scoped_with_status_and_cel_rules() {
+        use kube::CustomResourceExt;
+        let crd = WasmController::crd();
+        assert_eq!(crd.spec.scope, "Cluster");
+        let text = serde_json::to_string(&crd).unwrap();
+        assert!(text.contains("x-kubernetes-validations"));
+        assert!(text.contains("has(self.resource) != has(self.kind)"));
+        assert!(
+            crd.spec.versions[0]
+                .subresources
+                .as_ref()
+                .unwrap()
+                .status
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn valid_spec_passes_and_defaults_apply() {
+        let s = spec();
+        assert_eq!(s.validate(), Ok(()));
+        assert_eq!(s.child_resources[0].method(), UpdateMethod::InPlace);
+        assert!(!s.finalize);
+    }
+
+    #[test]
+    fn both_resource_and_kind_is_rejected_naming_the_field() {
+        let mut s = spec();
+        s.child_resources[0].kind = Some("ConfigMap".into());
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.field, "spec.childResources[0]");
+    }
+
+    #[test]
+    fn plugin_needs_exactly_one_source() {
+        let mut s = spec();
+        s.plugin.path = None;
+        assert_eq!(s.validate().unwrap_err().field, "spec.plugin");
+    }
+
+    #[test]
+    fn bad_pin_is_rejected() {
+        let mut s = spec();
+        s.plugin.sha256 = Some("ABC".into());
+        assert_eq!(s.validate().unwrap_err().field, "spec.plugin.sha256");
+        s.plugin.sha256 = Some("a".repeat(64));
+        assert_eq!(s.validate(), Ok(()));
+    }
+
+    #[test]
+    fn unknown_update_method_does_not_deserialize() {
+        let r: Result<UpdateStrategy, _> =
+            serde_json::from_value(serde_json::json!({"method": "Sideways"}));
+        assert!(r.is_err());
+    }
+}

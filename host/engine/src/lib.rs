@@ -1,0 +1,30 @@
+//! The reconcile engine (issue 4): the `WasmController` CRD, one controller per
+//! WasmController, shared caches, the work queue, child apply, finalizers, status
+//! and events.
+//!
+//! Entry point: [`Manager::new`] + [`Manager::run`]. Each controller applies
+//! children under the field manager `wasm-reconciler/<controller-name>` and puts
+//! the finalizer `wasm-reconciler.dev/<controller-name>` on parents when its spec
+//! says `finalize: true`.
+
+pub mod apply;
+pub mod cache;
+pub mod controller;
+pub mod crd;
+pub mod diff;
+pub mod errors;
+pub mod events;
+pub mod finalize;
+pub mod manager;
+pub mod plugin;
+pub mod plugin_source;
+pub mod queue;
+mod reconcile;
+pub mod resolve;
+pub mod status;
+pub mod validate;
+pub mod wasm;
+
+pub use crd::{WasmController, WasmControllerSpec, WasmControllerStatus, crd_yaml};
+pub use manager::{EngineError, Manager, ManagerHandle, ManagerOptions, engine_config};
+pub use plugin::{PluginError, PluginLoader, ReconcilePlugin};

@@ -1,0 +1,59 @@
+//! The engine's view of a plugin: something that answers a `ReconcileRequest`.
+//!
+//! A trait rather than `wr_runtime::Plugin` directly so the controller machinery
+//! can be unit-tested with in-process fakes, and so tests can script plugin
+//! behaviour (fail N times, permanent error, invalid output) without building a
+//! component per scenario. Production code uses [`crate::wasm::WasmLoader`].
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use wr_runtime::{CallLimits, ReconcileRequest, ReconcileResponse};
+
+/// Why a plugin call produced no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PluginError {
+    /// Retrying the same input cannot help: Ready=False, no retry until the parent changes.
+    #[error("permanent plugin error {reason}: {message}")]
+    Permanent {
+        /// CamelCase reason.
+        reason: String,
+        /// Detail.
+        message: String,
+    },
+    /// May succeed later: per-key backoff.
+    #[error("transient plugin error {reason}: {message}")]
+    Transient {
+        /// CamelCase reason.
+        reason: String,
+        /// Detail.
+        message: String,
+    },
+    /// The sandbox stopped the call (trap, timeout, fuel, memory, malformed output).
+    #[error("plugin fault {kind}: {message}")]
+    Fault {
+        /// Which limit or failure, e.g. `Trap`, `Timeout`.
+        kind: String,
+        /// Detail.
+        message: String,
+    },
+}
+
+/// A loaded plugin.
+pub trait ReconcilePlugin: Send + Sync {
+    /// `sha256:<hex>` of the component.
+    fn digest(&self) -> &str;
+    /// One reconcile call.
+    fn reconcile<'a>(
+        &'a self,
+        req: &'a ReconcileRequest,
+        limits: &'a CallLimits,
+    ) -> BoxFuture<'a, Result<ReconcileResponse, PluginError>>;
+}
+
+/// Turns component bytes into a callable plugin.
+pub trait PluginLoader: Send + Sync {
+    /// Compiles/validates `bytes` (CPU heavy: implementations must not block the
+    /// async runtime). The error message is shown in the `PluginLoaded` condition.
+    fn load(&self, bytes: Vec<u8>) -> BoxFuture<'static, Result<Arc<dyn ReconcilePlugin>, String>>;
+}

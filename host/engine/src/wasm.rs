@@ -1,0 +1,100 @@
+//! The production [`PluginLoader`]: WebAssembly components run by `wr-runtime`.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use wr_runtime::{
+    CallError, CallLimits, FaultKind, PluginRuntime, ReconcileRequest, ReconcileResponse,
+};
+
+use crate::plugin::{PluginError, PluginLoader, ReconcilePlugin};
+
+/// Loads components with a shared [`PluginRuntime`] (compilation off the async runtime).
+#[derive(Clone)]
+pub struct WasmLoader {
+    runtime: PluginRuntime,
+}
+
+impl WasmLoader {
+    /// A loader backed by `runtime`.
+    pub fn new(runtime: PluginRuntime) -> Self {
+        Self { runtime }
+    }
+}
+
+impl PluginLoader for WasmLoader {
+    fn load(&self, bytes: Vec<u8>) -> BoxFuture<'static, Result<Arc<dyn ReconcilePlugin>, String>> {
+        let rt = self.runtime.clone();
+        Box::pin(async move {
+            let loaded = tokio::task::spawn_blocking(move || rt.load(&bytes))
+                .await
+                .map_err(|e| format!("plugin load task failed: {e}"))?;
+            loaded
+                .map(|p| Arc::new(WasmPlugin(p)) as Arc<dyn ReconcilePlugin>)
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+struct WasmPlugin(wr_runtime::Plugin);
+
+impl ReconcilePlugin for WasmPlugin {
+    fn digest(&self) -> &str {
+        self.0.digest()
+    }
+
+    fn reconcile<'a>(
+        &'a self,
+        req: &'a ReconcileRequest,
+        limits: &'a CallLimits,
+    ) -> BoxFuture<'a, Result<ReconcileResponse, PluginError>> {
+        Box::pin(async move { self.0.reconcile(req, limits).await.map_err(map_error) })
+    }
+}
+
+/// Maps the runtime's error onto the engine's reactions: a malformed response is
+/// invalid output (permanent, nothing applied); other faults back off.
+pub fn map_error(e: CallError) -> PluginError {
+    match e {
+        CallError::Permanent { reason, message } => PluginError::Permanent { reason, message },
+        CallError::Transient { reason, message } => PluginError::Transient { reason, message },
+        CallError::Fault {
+            kind: FaultKind::InvalidOutput,
+            message,
+        } => PluginError::Permanent {
+            reason: "InvalidPluginOutput".into(),
+            message,
+        },
+        CallError::Fault { kind, message } => PluginError::Fault {
+            kind: kind.reason().to_string(),
+            message,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_back_off_but_malformed_output_is_permanent() {
+        let f = map_error(CallError::Fault {
+            kind: FaultKind::Trap,
+            message: "x".into(),
+        });
+        assert_eq!(
+            f,
+            PluginError::Fault {
+                kind: "PluginTrap".into(),
+                message: "x".into()
+            }
+        );
+        let i = map_error(CallError::Fault {
+            kind: FaultKind::InvalidOutput,
+            message: "x".into(),
+        });
+        assert!(
+            matches!(i, PluginError::Permanent { reason, .. } if reason == "InvalidPluginOutput")
+        );
+    }
+}

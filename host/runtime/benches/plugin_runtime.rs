@@ -1,0 +1,185 @@
+//! Plugin runtime figures for docs/benchmarks.md (a bench, not a test):
+//!
+//! - per-call latency p50/p99 of `static-site` with a parent and 10 observed
+//!   children, split into instantiate and call; throughput on one core;
+//! - load time: compile (`Component::new` + validation) vs precompiled-cache
+//!   load (+ validation), per example plugin;
+//! - plugin sizes raw and gzipped.
+//!
+//! Run: `cargo bench -p wr-runtime --bench plugin_runtime`. The plugins are
+//! built first with the same command the tests use (into target/plugins).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use wr_runtime::{CallLimits, PluginRuntime, ReconcileRequest, RuntimeConfig};
+
+const PLUGINS: &[&str] = &["static-site", "tombstone"];
+const WARMUP: usize = 200;
+const CALLS: usize = 5000;
+const LOADS: usize = 5;
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn build_plugins() -> PathBuf {
+    let target = workspace().join("target/plugins");
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(workspace())
+        .args(["build", "--target", "wasm32-wasip2", "--profile", "plugin"])
+        .arg("--target-dir")
+        .arg(&target);
+    for p in PLUGINS {
+        cmd.args(["-p", p]);
+    }
+    let status = cmd.status().expect("run cargo");
+    assert!(status.success(), "plugin build failed");
+    target.join("wasm32-wasip2/plugin")
+}
+
+fn request() -> ReconcileRequest {
+    let mut children = vec![
+        json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "web", "namespace": "demo" }, "status": { "availableReplicas": 2 } }),
+        json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "web-content", "namespace": "demo" } }),
+        json!({ "apiVersion": "v1", "kind": "Service", "metadata": { "name": "web", "namespace": "demo" } }),
+    ];
+    for i in 0..7 {
+        children.push(json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": format!("extra-{i}"), "namespace": "demo", "labels": { "a": "b" } }, "data": { "k": "dmFsdWU=" } }));
+    }
+    ReconcileRequest {
+        parent: json!({
+            "apiVersion": "examples.wasm-reconciler.dev/v1alpha1", "kind": "StaticSite",
+            "metadata": { "name": "web", "namespace": "demo", "generation": 3, "uid": "0000" },
+            "spec": { "image": "nginx:1.27", "replicas": 2, "port": 8080,
+                      "content": { "index.html": "<h1>hello</h1>".repeat(20), "about.html": "about" } },
+        }),
+        children,
+        related: vec![],
+        finalizing: false,
+        config: None,
+        now: "2026-01-15T12:00:00Z".into(),
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx]
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let dir = build_plugins();
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
+
+    println!(
+        "## Per-call latency: static-site, parent + 10 observed children, {CALLS} sequential calls on one thread\n"
+    );
+    let rt = PluginRuntime::new(RuntimeConfig::default()).expect("runtime");
+    let bytes = std::fs::read(dir.join("static_site.wasm")).expect("read plugin");
+    let plugin = rt.load(&bytes).expect("load");
+    let req = request();
+    let limits = CallLimits::default();
+    for _ in 0..WARMUP {
+        tokio
+            .block_on(plugin.reconcile(&req, &limits))
+            .expect("call");
+    }
+    let (mut inst, mut call, mut total) = (Vec::new(), Vec::new(), Vec::new());
+    let started = Instant::now();
+    for _ in 0..CALLS {
+        let t = Instant::now();
+        let (result, timings) = tokio.block_on(plugin.reconcile_timed(&req, &limits));
+        total.push(t.elapsed());
+        result.expect("call");
+        inst.push(timings.instantiate);
+        call.push(timings.call);
+    }
+    let wall = started.elapsed();
+    for v in [&mut inst, &mut call, &mut total] {
+        v.sort();
+    }
+    println!("| phase | p50 | p99 |\n| --- | --- | --- |");
+    println!(
+        "| instantiate (fresh Store + InstancePre::instantiate) | {} | {} |",
+        us(percentile(&inst, 0.5)),
+        us(percentile(&inst, 0.99))
+    );
+    println!(
+        "| call (lower request, run, lift + parse response) | {} | {} |",
+        us(percentile(&call, 0.5)),
+        us(percentile(&call, 0.99))
+    );
+    println!(
+        "| total per call | {} | {} |",
+        us(percentile(&total, 0.5)),
+        us(percentile(&total, 0.99))
+    );
+    println!(
+        "\nThroughput on one core: {:.0} calls/s\n",
+        CALLS as f64 / wall.as_secs_f64()
+    );
+
+    println!(
+        "## Load time per plugin (median of {LOADS}; both include world validation + pre-linking)\n"
+    );
+    println!(
+        "| plugin | compile (`Component::new`) | from precompiled disk cache | raw size | gzipped |\n| --- | --- | --- | --- | --- |"
+    );
+    for name in PLUGINS {
+        let file = dir.join(format!("{}.wasm", name.replace('-', "_")));
+        let bytes = std::fs::read(&file).expect("read plugin");
+        let cache = tempfile::tempdir().expect("tempdir");
+        let mut compile = Vec::new();
+        let mut cached = Vec::new();
+        for _ in 0..LOADS {
+            // Fresh runtimes each time so the in-memory map does not answer.
+            let cold = PluginRuntime::new(RuntimeConfig::default()).expect("runtime");
+            let t = Instant::now();
+            cold.load(&bytes).expect("load");
+            compile.push(t.elapsed());
+            assert_eq!(cold.stats().compiled, 1);
+            let config = RuntimeConfig {
+                cache_dir: Some(cache.path().into()),
+                ..RuntimeConfig::default()
+            };
+            PluginRuntime::new(config.clone())
+                .expect("runtime")
+                .load(&bytes)
+                .expect("load");
+            let warm = PluginRuntime::new(config).expect("runtime");
+            let t = Instant::now();
+            warm.load(&bytes).expect("load");
+            cached.push(t.elapsed());
+            assert_eq!(warm.stats().disk_cache_hits, 1);
+        }
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(&bytes).expect("gzip");
+        let gz = gz.finish().expect("gzip");
+        println!(
+            "| {name} | {} | {} | {} KiB | {} KiB |",
+            ms(median(compile)),
+            ms(median(cached)),
+            bytes.len() / 1024,
+            gz.len() / 1024
+        );
+    }
+}

@@ -1,0 +1,131 @@
+//! One call: fresh store, limits, instantiate, call, classify the outcome.
+
+use std::time::{Duration, Instant};
+
+use wasmtime::{Store, Trap};
+
+use crate::CallLimits;
+use crate::bindings::{self, ReconcilerPre};
+use crate::engine::deadline_ticks;
+use crate::error::{CallError, FaultKind};
+use crate::sandbox::{self, HostState};
+use crate::types::{ReconcileRequest, ReconcileResponse};
+
+/// Where the time of one call went; for benches and debug logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallTimings {
+    /// Creating the store and instantiating the pre-linked component.
+    pub instantiate: Duration,
+    /// Lowering the request, running `reconcile`, lifting and parsing the response.
+    pub call: Duration,
+}
+
+pub(crate) async fn run(
+    pre: &ReconcilerPre<HostState>,
+    memory_cap: usize,
+    req: &ReconcileRequest,
+    limits: &CallLimits,
+) -> (Result<ReconcileResponse, CallError>, CallTimings) {
+    let mut timings = CallTimings::default();
+    let wit_req = match bindings::to_wit_request(req) {
+        Ok(r) => r,
+        Err(e) => return (Err(e), timings),
+    };
+    let memory_cap = limits.max_memory_bytes.min(memory_cap);
+    let started = Instant::now();
+    let mut store = Store::new(pre.engine(), HostState::new(memory_cap));
+    store.limiter(|state| state);
+    store.set_epoch_deadline(deadline_ticks(limits.timeout));
+    store.epoch_deadline_trap();
+    if let Err(e) = store.set_fuel(limits.fuel.unwrap_or(u64::MAX)) {
+        return (
+            Err(CallError::fault(
+                FaultKind::Internal,
+                format!("cannot set fuel: {e:#}"),
+            )),
+            timings,
+        );
+    }
+    let instance = match pre.instantiate_async(&mut store).await {
+        Ok(instance) => instance,
+        Err(err) => {
+            timings.instantiate = started.elapsed();
+            sandbox::flush_stdio(store.data());
+            return (
+                Err(classify(&err, store.data(), limits, memory_cap)),
+                timings,
+            );
+        }
+    };
+    let instantiated = Instant::now();
+    timings.instantiate = instantiated - started;
+    let outcome = instance.call_reconcile(&mut store, &wit_req).await;
+    sandbox::flush_stdio(store.data());
+    let result = match outcome {
+        Err(err) => Err(classify(&err, store.data(), limits, memory_cap)),
+        Ok(Err(plugin_err)) => Err(bindings::from_wit_error(plugin_err)),
+        Ok(Ok(resp)) => {
+            let size = bindings::response_size(&resp);
+            if size > limits.max_response_bytes {
+                Err(CallError::fault(
+                    FaultKind::ResponseTooLarge,
+                    format!(
+                        "response is {size} bytes, over the cap of {} bytes",
+                        limits.max_response_bytes
+                    ),
+                ))
+            } else {
+                bindings::from_wit_response(resp)
+            }
+        }
+    };
+    timings.call = instantiated.elapsed();
+    (result, timings)
+}
+
+/// Turns a wasmtime error into the precise fault kind.
+fn classify(
+    err: &wasmtime::Error,
+    state: &HostState,
+    limits: &CallLimits,
+    memory_cap: usize,
+) -> CallError {
+    let trap = err.downcast_ref::<Trap>().copied();
+    match trap {
+        Some(Trap::Interrupt) => CallError::fault(
+            FaultKind::Timeout,
+            format!(
+                "plugin did not finish within its timeout of {} ms and was stopped",
+                limits.timeout.as_millis()
+            ),
+        ),
+        Some(Trap::OutOfFuel) => CallError::fault(
+            FaultKind::FuelExhausted,
+            format!(
+                "plugin used up its fuel budget of {} units",
+                limits.fuel.unwrap_or(u64::MAX)
+            ),
+        ),
+        _ if state.memory_limit_hit => CallError::fault(
+            FaultKind::MemoryLimit,
+            format!("plugin tried to grow its memory past the cap of {memory_cap} bytes"),
+        ),
+        _ => CallError::fault(
+            FaultKind::Trap,
+            format!("plugin trapped: {}", describe(err)),
+        ),
+    }
+}
+
+/// The error chain on one line, without wasmtime's multi-line backtrace.
+fn describe(err: &wasmtime::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        let first = text.lines().next().unwrap_or_default().trim().to_string();
+        if !first.is_empty() && !parts.contains(&first) {
+            parts.push(first);
+        }
+    }
+    parts.join(": ")
+}

@@ -1,0 +1,167 @@
+//! Error types of the runtime: one enum per operation so callers can match on
+//! exactly the failures that operation can have.
+
+/// Why the runtime itself could not be created (engine config rejected,
+/// cache directory unusable, ...).
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// wasmtime rejected the engine configuration.
+    #[error("cannot create the wasmtime engine: {0}")]
+    Engine(String),
+    /// The host-side linker could not be set up (a bug, not a plugin problem).
+    #[error("cannot set up the host linker: {0}")]
+    Linker(String),
+    /// The precompiled-artifact cache directory cannot be created.
+    #[error("cannot use cache directory {path}: {source}")]
+    CacheDir {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why a component could not be loaded.
+///
+/// Every message says what is wrong with the component itself, so that
+/// `render` and the engine can show it to the plugin author verbatim.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The bytes are not a valid WebAssembly component (e.g. a core module,
+    /// or a component using a feature the host does not enable).
+    #[error("not a valid WebAssembly component: {0}")]
+    Compile(String),
+    /// The component imports something the host does not provide. The host
+    /// provides `wasm-reconciler:plugin/host` and WASI 0.2 (with an empty context).
+    #[error(
+        "component imports `{import}`, which the host does not provide (a plugin may import only `wasm-reconciler:plugin/host@0.1.x` and WASI 0.2): {detail}"
+    )]
+    UnknownImport { import: String, detail: String },
+    /// The component does not implement the `reconciler` world.
+    #[error("component does not implement world `wasm-reconciler:plugin/reconciler@0.1.0`: {0}")]
+    WorldMismatch(String),
+}
+
+/// Which kind of misbehaviour stopped a call. The host survives all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum FaultKind {
+    /// The plugin trapped (panic, `unreachable`, out-of-bounds access, ...).
+    Trap,
+    /// The wall-clock timeout expired (epoch interruption).
+    Timeout,
+    /// The fuel budget was used up.
+    FuelExhausted,
+    /// The plugin tried to grow its memory past the cap.
+    MemoryLimit,
+    /// The response was not what the contract says (a child or the status
+    /// is not a JSON object).
+    InvalidOutput,
+    /// The response is larger than `CallLimits::max_response_bytes`.
+    ResponseTooLarge,
+    /// A host-side failure that is not the plugin's fault.
+    Internal,
+}
+
+impl FaultKind {
+    /// Stable, CamelCase name, usable as a Kubernetes condition reason.
+    pub fn reason(self) -> &'static str {
+        match self {
+            FaultKind::Trap => "PluginTrap",
+            FaultKind::Timeout => "PluginTimeout",
+            FaultKind::FuelExhausted => "PluginFuelExhausted",
+            FaultKind::MemoryLimit => "PluginMemoryLimit",
+            FaultKind::InvalidOutput => "PluginInvalidOutput",
+            FaultKind::ResponseTooLarge => "PluginResponseTooLarge",
+            FaultKind::Internal => "PluginHostError",
+        }
+    }
+}
+
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = match self {
+            FaultKind::Trap => "trap",
+            FaultKind::Timeout => "timeout",
+            FaultKind::FuelExhausted => "fuel exhausted",
+            FaultKind::MemoryLimit => "memory limit",
+            FaultKind::InvalidOutput => "invalid output",
+            FaultKind::ResponseTooLarge => "response too large",
+            FaultKind::Internal => "internal host error",
+        };
+        f.write_str(text)
+    }
+}
+
+/// Why a call did not produce a response.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    /// The plugin says retrying the same input cannot help (e.g. invalid spec).
+    #[error("permanent plugin error {reason}: {message}")]
+    Permanent { reason: String, message: String },
+    /// The plugin says a later attempt may succeed.
+    #[error("transient plugin error {reason}: {message}")]
+    Transient { reason: String, message: String },
+    /// The plugin misbehaved (or the host failed); no answer from the plugin.
+    #[error("plugin fault ({kind}): {message}")]
+    Fault { kind: FaultKind, message: String },
+}
+
+impl CallError {
+    /// Process exit code shared by the commands that call plugins
+    /// (docs/architecture.md): 3 permanent, 4 transient, 5 fault.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CallError::Permanent { .. } => 3,
+            CallError::Transient { .. } => 4,
+            CallError::Fault { .. } => 5,
+        }
+    }
+
+    /// CamelCase reason suitable for the parent's Ready condition.
+    pub fn reason(&self) -> &str {
+        match self {
+            CallError::Permanent { reason, .. } | CallError::Transient { reason, .. } => reason,
+            CallError::Fault { kind, .. } => kind.reason(),
+        }
+    }
+
+    /// Whether the host should retry with backoff (transient errors and faults
+    /// that may depend on load, like timeouts) rather than wait for a change.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            CallError::Permanent { .. } => false,
+            CallError::Transient { .. } => true,
+            CallError::Fault { kind, .. } => {
+                matches!(kind, FaultKind::Timeout | FaultKind::Internal)
+            }
+        }
+    }
+
+    pub(crate) fn fault(kind: FaultKind, message: impl Into<String>) -> Self {
+        CallError::Fault {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_match_the_cli_convention() {
+        let p = CallError::Permanent {
+            reason: "InvalidSpec".into(),
+            message: "x".into(),
+        };
+        let t = CallError::Transient {
+            reason: "NotYet".into(),
+            message: "x".into(),
+        };
+        let f = CallError::fault(FaultKind::Timeout, "x");
+        assert_eq!((p.exit_code(), t.exit_code(), f.exit_code()), (3, 4, 5));
+        assert_eq!(f.reason(), "PluginTimeout");
+        assert!(!p.is_retryable());
+        assert!(t.is_retryable());
+    }
+}

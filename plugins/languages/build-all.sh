@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the example plugins in every non-Rust language (JavaScript, Python,
+# C) and runs each language's native unit tests. Installs the toolchains on
+# first use (npm ci, a venv with componentize-py, apt-get clang-19 + cargo
+# install wit-bindgen/wasm-tools) into ~/.cache/wasm-reconciler, so a rerun
+# only rebuilds what changed.
+#
+#   plugins/languages/build-all.sh            # toolchains, tests, components
+#   plugins/languages/build-all.sh --no-test  # components only
+#
+# Components land in $WR_LANG_OUT/<lang>/<plugin>.wasm (default
+# $CARGO_TARGET_DIR/languages or target/languages), where
+# tests/tests/languages_*.rs and the language bench load them.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/lib.sh"
+
+total_start=$(date +%s)
+summary=()
+for lang in js python c; do
+  start=$(date +%s)
+  "$here/../$lang/build.sh" "$@"
+  summary+=("$lang: $(($(date +%s) - start)) s")
+done
+wr_log "done in $(($(date +%s) - total_start)) s (${summary[*]}); components in $wr_out"

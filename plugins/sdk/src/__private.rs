@@ -1,0 +1,150 @@
+//! Glue between the generated WIT bindings and the author-facing types.
+//! Used by `export_reconciler!`; not a public API.
+
+use serde_json::Value;
+
+use crate::bindings::wasm_reconciler::plugin::types as wit;
+use crate::{ConditionStatus, Error, EventType, Reconciler, Request, Response};
+
+/// Parses the request, runs the plugin, serialises the response.
+pub fn dispatch<T: Reconciler>(
+    request: wit::ReconcileRequest,
+) -> Result<wit::ReconcileResponse, wit::ReconcileError> {
+    let request = parse_request(request).map_err(to_wit_error)?;
+    match T::reconcile(&request) {
+        Ok(response) => Ok(to_wit_response(response)),
+        Err(err) => Err(to_wit_error(err)),
+    }
+}
+
+fn parse(text: &str, what: &str) -> Result<Value, Error> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::permanent("InvalidRequest", format!("{what} is not valid JSON: {e}")))
+}
+
+/// Converts the WIT request into a [`Request`]; exposed for tests of this crate.
+pub fn parse_request(req: wit::ReconcileRequest) -> Result<Request, Error> {
+    Ok(Request {
+        parent: parse(&req.parent, "parent")?,
+        children: req
+            .children
+            .iter()
+            .enumerate()
+            .map(|(i, c)| parse(c, &format!("children[{i}]")))
+            .collect::<Result<_, _>>()?,
+        related: req
+            .related
+            .iter()
+            .enumerate()
+            .map(|(i, c)| parse(c, &format!("related[{i}]")))
+            .collect::<Result<_, _>>()?,
+        finalizing: req.finalizing,
+        config: req
+            .config
+            .as_deref()
+            .map(|c| parse(c, "config"))
+            .transpose()?,
+        now: req.now,
+    })
+}
+
+fn to_wit_response(resp: Response) -> wit::ReconcileResponse {
+    wit::ReconcileResponse {
+        // Serialising a `Value` cannot fail (all keys are strings).
+        children: resp.children.iter().map(Value::to_string).collect(),
+        conditions: resp
+            .conditions
+            .into_iter()
+            .map(|c| wit::Condition {
+                type_: c.type_,
+                status: match c.status {
+                    ConditionStatus::True => wit::ConditionStatus::True,
+                    ConditionStatus::False => wit::ConditionStatus::False,
+                    ConditionStatus::Unknown => wit::ConditionStatus::Unknown,
+                },
+                reason: c.reason,
+                message: c.message,
+            })
+            .collect(),
+        status: resp.status.as_ref().map(Value::to_string),
+        requeue_after_seconds: resp.requeue_after_seconds,
+        events: resp
+            .events
+            .into_iter()
+            .map(|e| wit::Event {
+                type_: match e.type_ {
+                    EventType::Normal => wit::EventType::Normal,
+                    EventType::Warning => wit::EventType::Warning,
+                },
+                reason: e.reason,
+                message: e.message,
+            })
+            .collect(),
+        finalized: resp.finalized,
+    }
+}
+
+fn to_wit_error(err: Error) -> wit::ReconcileError {
+    match err {
+        Error::Permanent { reason, message } => {
+            wit::ReconcileError::Permanent(wit::ErrorDetail { reason, message })
+        }
+        Error::Transient { reason, message } => {
+            wit::ReconcileError::Transient(wit::ErrorDetail { reason, message })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json;
+
+    struct Echo;
+    impl Reconciler for Echo {
+        fn reconcile(req: &Request) -> Result<Response, Error> {
+            if req.finalizing {
+                return Err(Error::transient("Later", "not yet"));
+            }
+            Ok(Response::new()
+                .child(json!({"kind": "ConfigMap", "b": 1, "a": 2}))
+                .status(json!({"seen": req.children.len()})))
+        }
+    }
+
+    fn wit_request(parent: &str, finalizing: bool) -> wit::ReconcileRequest {
+        wit::ReconcileRequest {
+            parent: parent.into(),
+            children: vec!["{}".into()],
+            related: vec![],
+            finalizing,
+            config: None,
+            now: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn dispatch_round_trips_and_keeps_key_order() {
+        let out = dispatch::<Echo>(wit_request("{}", false)).unwrap();
+        assert_eq!(
+            out.children,
+            vec![r#"{"kind":"ConfigMap","b":1,"a":2}"#.to_string()]
+        );
+        assert_eq!(out.status.as_deref(), Some(r#"{"seen":1}"#));
+    }
+
+    #[test]
+    fn dispatch_maps_errors() {
+        match dispatch::<Echo>(wit_request("{}", true)) {
+            Err(wit::ReconcileError::Transient(d)) => assert_eq!(d.reason, "Later"),
+            other => panic!("unexpected {other:?}"),
+        }
+        match dispatch::<Echo>(wit_request("{nope", false)) {
+            Err(wit::ReconcileError::Permanent(d)) => {
+                assert_eq!(d.reason, "InvalidRequest");
+                assert!(d.message.contains("parent"), "{}", d.message);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

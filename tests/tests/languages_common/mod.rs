@@ -1,0 +1,158 @@
+//! Shared by the `languages_*` tests and the language bench: where the
+//! JavaScript, Python and C components are, and the inputs they run on.
+//!
+//! The components are built by `plugins/languages/build-all.sh` (toolchains
+//! come from npm, PyPI and Debian); these tests only load them.
+
+#![allow(dead_code)] // each test target uses a different part
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use wr_runtime::{CallError, ReconcileRequest, ReconcileResponse};
+use wr_tests::plugins::workspace_root;
+
+/// The languages a plugin is ported to, as named under `plugins/<lang>/`.
+pub const LANGUAGES: &[&str] = &["js", "python", "c"];
+
+/// `$WR_LANG_OUT`, else `$CARGO_TARGET_DIR/languages`, else `target/languages`:
+/// the same rule as `plugins/languages/lib.sh`.
+pub fn lang_out_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("WR_LANG_OUT") {
+        return workspace_root().join(dir);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(|d| workspace_root().join(d))
+        .unwrap_or_else(|| workspace_root().join("target"));
+    target.join("languages")
+}
+
+/// What a caller of these tests should do about a missing component.
+pub enum Components {
+    /// One `(language, bytes)` per language.
+    Ready(Vec<(&'static str, Vec<u8>)>),
+    /// `WR_SKIP_LANGUAGES=1` and some are missing: the message says which.
+    Skipped(String),
+}
+
+/// The components of `plugin` in every language. Panics with instructions when
+/// one is missing, unless `WR_SKIP_LANGUAGES=1` (then the caller skips).
+pub fn components(plugin: &str) -> Components {
+    let mut ready = Vec::new();
+    let mut missing = Vec::new();
+    for lang in LANGUAGES {
+        let path = lang_out_dir().join(lang).join(format!("{plugin}.wasm"));
+        match std::fs::read(&path) {
+            Ok(bytes) => ready.push((*lang, bytes)),
+            Err(e) => missing.push(format!("{} ({e})", path.display())),
+        }
+    }
+    if missing.is_empty() {
+        return Components::Ready(ready);
+    }
+    let msg = format!(
+        "the {plugin} components in other languages are not built: {}. \
+         Build them with `plugins/languages/build-all.sh` (installs node/npm, \
+         componentize-py and clang toolchains), or set WR_SKIP_LANGUAGES=1 to skip",
+        missing.join(", ")
+    );
+    if std::env::var("WR_SKIP_LANGUAGES").is_ok_and(|v| v == "1") {
+        Components::Skipped(msg)
+    } else {
+        panic!("{msg}");
+    }
+}
+
+/// One fixture case of `tests/fixtures/<plugin>/<case>`, read the way
+/// `wasm-reconciler render` reads it (see tests/fixtures/README.md).
+pub struct Fixture {
+    pub name: String,
+    pub dir: PathBuf,
+    pub request: ReconcileRequest,
+}
+
+/// The `now` used when a fixture's `args` set none.
+pub const DEFAULT_NOW: &str = "2026-01-01T00:00:00Z";
+
+/// Every fixture case of `plugin`, sorted by name.
+pub fn fixtures(plugin: &str) -> Vec<Fixture> {
+    let root = workspace_root().join("tests/fixtures").join(plugin);
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", root.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("parent.yaml").is_file())
+        .collect();
+    dirs.sort();
+    dirs.into_iter().map(|dir| read_fixture(&dir)).collect()
+}
+
+fn read_fixture(dir: &Path) -> Fixture {
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+    let parent = yaml_docs(&read("parent.yaml").unwrap_or_default())
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("{}: parent.yaml is empty", dir.display()));
+    let children = read("observed.yaml")
+        .map(|t| yaml_docs(&t))
+        .unwrap_or_default();
+    let related = read("related.yaml")
+        .map(|t| yaml_docs(&t))
+        .unwrap_or_default();
+    let config = read("config.json").map(|t| {
+        serde_json::from_str(&t).unwrap_or_else(|e| panic!("{}: config.json: {e}", dir.display()))
+    });
+    let mut finalizing = false;
+    let mut now = DEFAULT_NOW.to_string();
+    for arg in read("args").unwrap_or_default().lines().map(str::trim) {
+        if arg == "--finalizing" {
+            finalizing = true;
+        } else if let Some(v) = arg.strip_prefix("--now=") {
+            now = v.to_string();
+        }
+    }
+    Fixture {
+        name: dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        dir: dir.to_path_buf(),
+        request: ReconcileRequest {
+            parent,
+            children,
+            related,
+            finalizing,
+            config,
+            now,
+        },
+    }
+}
+
+/// The non-empty documents of a multi-document YAML text, as JSON values.
+pub fn yaml_docs(text: &str) -> Vec<Value> {
+    use serde::Deserialize;
+    serde_yaml::Deserializer::from_str(text)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("bad YAML: {e}")))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// A call's outcome in a form two languages can be compared on: the
+/// response as data (key order ignored), or the error's kind, reason and message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Ok(ReconcileResponse),
+    Permanent { reason: String, message: String },
+    Transient { reason: String, message: String },
+    Fault(String),
+}
+
+impl From<Result<ReconcileResponse, CallError>> for Outcome {
+    fn from(result: Result<ReconcileResponse, CallError>) -> Self {
+        match result {
+            Ok(resp) => Outcome::Ok(resp),
+            Err(CallError::Permanent { reason, message }) => Outcome::Permanent { reason, message },
+            Err(CallError::Transient { reason, message }) => Outcome::Transient { reason, message },
+            Err(other) => Outcome::Fault(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Adversarial plugins against the runtime: every misbehaviour is stopped and
+//! classified, the host survives, and the next call on a good plugin works.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wr_runtime::{
+    CallError, CallLimits, FaultKind, LoadError, Plugin, PluginRuntime, ReconcileRequest,
+    RuntimeConfig,
+};
+use wr_tests::plugins::plugin_bytes;
+
+fn runtime() -> PluginRuntime {
+    PluginRuntime::new(RuntimeConfig {
+        cache_dir: None,
+        max_instances: 8,
+        max_memory_bytes: 128 << 20,
+    })
+    .unwrap()
+}
+
+fn request(config: Value) -> ReconcileRequest {
+    ReconcileRequest {
+        parent: json!({ "apiVersion": "v1", "kind": "Thing", "metadata": { "name": "p", "namespace": "ns" } }),
+        children: vec![],
+        related: vec![],
+        finalizing: false,
+        config: Some(config),
+        now: "2026-01-15T12:00:00Z".into(),
+    }
+}
+
+fn limits() -> CallLimits {
+    CallLimits {
+        timeout: Duration::from_millis(500),
+        max_memory_bytes: 32 << 20,
+        fuel: None,
+        max_response_bytes: 1 << 20,
+    }
+}
+
+/// A good plugin still answers correctly.
+async fn assert_good_plugin_works(good: &Plugin) {
+    let req = ReconcileRequest {
+        parent: json!({
+            "apiVersion": "examples.wasm-reconciler.dev/v1alpha1", "kind": "StaticSite",
+            "metadata": { "name": "web", "namespace": "demo" },
+            "spec": { "image": "nginx:1.27" },
+        }),
+        ..request(Value::Null)
+    };
+    let req = ReconcileRequest {
+        config: None,
+        ..req
+    };
+    let resp = good.reconcile(&req, &CallLimits::default()).await.unwrap();
+    assert_eq!(resp.children.len(), 3);
+}
+
+fn fault_kind(result: Result<wr_runtime::ReconcileResponse, CallError>) -> (FaultKind, String) {
+    match result {
+        Err(CallError::Fault { kind, message }) => (kind, message),
+        other => panic!("expected a fault, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn misbehaving_plugins_are_stopped_and_classified() {
+    let rt = runtime();
+    let bad = rt.load(&plugin_bytes("adversarial")).unwrap();
+    let good = rt.load(&plugin_bytes("static-site")).unwrap();
+
+    let cases: Vec<(Value, CallLimits, FaultKind, &str)> = vec![
+        (
+            json!({"mode": "loop"}),
+            limits(),
+            FaultKind::Timeout,
+            "timeout",
+        ),
+        (
+            json!({"mode": "loop"}),
+            CallLimits {
+                fuel: Some(5_000_000),
+                timeout: Duration::from_secs(30),
+                ..limits()
+            },
+            FaultKind::FuelExhausted,
+            "fuel",
+        ),
+        (
+            json!({"mode": "oom"}),
+            limits(),
+            FaultKind::MemoryLimit,
+            "memory",
+        ),
+        (json!({"mode": "panic"}), limits(), FaultKind::Trap, "trap"),
+        (json!({"mode": "stack"}), limits(), FaultKind::Trap, "trap"),
+        (
+            json!({"mode": "bad-json"}),
+            limits(),
+            FaultKind::InvalidOutput,
+            "children[0]",
+        ),
+        (
+            json!({"mode": "not-object"}),
+            limits(),
+            FaultKind::InvalidOutput,
+            "status",
+        ),
+        (
+            json!({"mode": "huge", "bytes": 2_000_000}),
+            limits(),
+            FaultKind::ResponseTooLarge,
+            "over the cap",
+        ),
+    ];
+    for (config, call_limits, want, needle) in cases {
+        let (kind, message) =
+            fault_kind(bad.reconcile(&request(config.clone()), &call_limits).await);
+        assert_eq!(kind, want, "{config}: {message}");
+        assert!(
+            message.contains(needle),
+            "{config}: {message:?} lacks {needle:?}"
+        );
+        assert_good_plugin_works(&good).await;
+    }
+}
+
+#[tokio::test]
+async fn plugin_errors_pass_through() {
+    let rt = runtime();
+    let bad = rt.load(&plugin_bytes("adversarial")).unwrap();
+    match bad
+        .reconcile(&request(json!({"mode": "permanent"})), &limits())
+        .await
+    {
+        Err(CallError::Permanent { reason, .. }) => assert_eq!(reason, "InvalidSpec"),
+        other => panic!("{other:?}"),
+    }
+    match bad
+        .reconcile(&request(json!({"mode": "transient"})), &limits())
+        .await
+    {
+        Err(CallError::Transient { reason, .. }) => assert_eq!(reason, "NotReady"),
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn probe(mode: &str) -> Value {
+    let rt = runtime();
+    let bad = rt.load(&plugin_bytes("adversarial")).unwrap();
+    let resp = bad
+        .reconcile(&request(json!({ "mode": mode })), &limits())
+        .await
+        .unwrap();
+    resp.status.unwrap()
+}
+
+#[tokio::test]
+async fn files_are_not_reachable() {
+    let status = probe("read-file").await;
+    assert!(status["file"]["error"].is_string(), "{status}");
+    assert!(status["file"].get("read").is_none(), "{status}");
+    assert!(status["dir"]["error"].is_string(), "{status}");
+}
+
+#[tokio::test]
+async fn environment_and_arguments_are_empty() {
+    let status = probe("read-env").await;
+    assert_eq!(status["vars"], json!([]), "{status}");
+    assert_eq!(status["args"], json!([]), "{status}");
+    assert_eq!(status["home"], Value::Null, "{status}");
+}
+
+#[tokio::test]
+async fn clocks_are_frozen_and_randomness_is_constant() {
+    let a = probe("read-clock").await;
+    let b = probe("read-clock").await;
+    // 2000-01-01T00:00:00Z: the documented fixed instant, not the real time.
+    assert_eq!(a["wallSeconds"], json!(946_684_800u64), "{a}");
+    assert_eq!(a["monotonicNanos"], json!(0), "{a}");
+    assert_eq!(
+        a["randomHash"], b["randomHash"],
+        "random keys differ between calls"
+    );
+}
+
+#[tokio::test]
+async fn log_and_output_floods_are_capped_not_fatal() {
+    let status = probe("log-spam").await;
+    assert_eq!(status["spammed"], json!(true));
+}
+
+#[tokio::test]
+async fn components_that_do_not_fit_the_world_are_rejected_at_load() {
+    let rt = runtime();
+    let unknown_import = r#"(component
+        (import "evil:net/socket@1.0.0" (instance (export "connect" (func))))
+    )"#;
+    match rt.load(unknown_import.as_bytes()) {
+        Err(LoadError::UnknownImport { import, .. }) => assert_eq!(import, "evil:net/socket@1.0.0"),
+        other => panic!("{other:?}"),
+    }
+
+    let no_export = r#"(component (core module $m) (core instance (instantiate $m)))"#;
+    let err = rt.load(no_export.as_bytes()).unwrap_err();
+    assert!(matches!(err, LoadError::WorldMismatch(_)), "{err:?}");
+    assert!(
+        err.to_string().contains("missing export `reconcile"),
+        "{err}"
+    );
+
+    let wrong_type = r#"(component
+        (core module $m (func (export "f")))
+        (core instance $i (instantiate $m))
+        (func (export "reconcile") (canon lift (core func $i "f")))
+    )"#;
+    let err = rt.load(wrong_type.as_bytes()).unwrap_err();
+    assert!(matches!(err, LoadError::WorldMismatch(_)), "{err:?}");
+    assert!(err.to_string().contains("wrong type"), "{err}");
+
+    let core_module = b"\0asm\x01\0\0\0";
+    assert!(matches!(rt.load(core_module), Err(LoadError::Compile(_))));
+
+    let good = rt.load(&plugin_bytes("static-site")).unwrap();
+    assert_good_plugin_works(&good).await;
+}
+
+#[tokio::test]
+async fn concurrent_calls_share_one_plugin() {
+    let rt = runtime();
+    let bad = rt.load(&plugin_bytes("adversarial")).unwrap();
+    let good = rt.load(&plugin_bytes("static-site")).unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let (bad, good) = (bad.clone(), good.clone());
+        tasks.push(tokio::spawn(async move {
+            if i % 2 == 0 {
+                let r = bad
+                    .reconcile(&request(json!({"mode": "loop"})), &limits())
+                    .await;
+                assert!(
+                    matches!(
+                        r,
+                        Err(CallError::Fault {
+                            kind: FaultKind::Timeout,
+                            ..
+                        })
+                    ),
+                    "{r:?}"
+                );
+            } else {
+                assert_good_plugin_works(&good).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
