@@ -7,6 +7,8 @@
 
 wr_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 wr_out="${WR_LANG_OUT:-${CARGO_TARGET_DIR:-$wr_repo/target}/languages}"
+# Relative paths are relative to the repository (as cargo and the tests read them).
+case "$wr_out" in /*) ;; *) wr_out="$wr_repo/$wr_out" ;; esac
 wr_cache="${WR_CACHE:-$HOME/.cache/wasm-reconciler}"
 mkdir -p "$wr_out" "$wr_cache"
 

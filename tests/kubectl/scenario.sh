@@ -89,6 +89,19 @@ expect "label selector" "^configmap/app-config$" "$out"
 out=$(k get cm -l tier=db 2>&1)
 expect "empty selection" "No resources found in default namespace." "$out"
 
+out=$(k create namespace team-a)
+expect "create namespace (protobuf body)" "^namespace/team-a created$" "$out"
+out=$(k create configmap settings -n team-a --from-literal=mode=fast)
+expect "create configmap (protobuf body)" "^configmap/settings created$" "$out"
+out=$(k create secret generic token -n team-a --from-literal=t=s3cret)
+expect "create secret generic (protobuf body)" "^secret/token created$" "$out"
+out=$(k get secret token -n team-a -o jsonpath='{.type} {.data.t}')
+expect "secret stored base64 with default type" "^Opaque czNjcmV0$" "$out"
+out=$(k delete namespace team-a --timeout=30s)
+expect "namespace deletion completes" "^namespace \"team-a\" deleted$" "$out"
+out=$(k get cm -n team-a 2>&1)
+expect "namespace contents are gone" "No resources found in team-a namespace." "$out"
+
 out=$(k patch wd a --type merge -p '{"metadata":{"finalizers":["example.com/hold"]}}')
 expect "finalizer added" "patched" "$out"
 k delete wd a --timeout=30s >"$WORK/delete.out" 2>&1 &
@@ -112,5 +125,5 @@ if grep -q "size" <<<"$out"; then pass "explain shows the schema"; else echo "# 
 out=$(k delete crd widgets.example.com)
 expect "CRD deleted" "deleted" "$out"
 out=$(k get widgets 2>&1 || true)
-expect "resource gone with its CRD" "the server doesn't have a resource type \"widgets\"" "$out"
+expect "resource gone with its CRD" "(the server doesn.t have a resource type \"widgets\"|the server could not find the requested resource)" "$out"
 echo "all $STEP checks passed"

@@ -1,3 +1,4 @@
 //! Shared helpers for the end-to-end tests.
-pub mod plugins;
 pub mod cluster;
+pub mod plugins;
+pub mod reload;

@@ -19,9 +19,15 @@ pub fn workspace_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".."))
 }
 
-/// Target dir of the plugin builds.
+/// Target dir of the plugin builds: `plugins/` under the main target dir
+/// (`$CARGO_TARGET_DIR` when set, as CI does, else `<workspace>/target`), the
+/// same place `plugins/build.sh` builds into.
 pub fn plugin_target_dir() -> PathBuf {
-    workspace_root().join("target").join("plugins")
+    std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+        .join("plugins")
 }
 
 /// Path of the component of `name` (one of [`PLUGINS`]), building all plugins

@@ -88,12 +88,16 @@ fn resource_entries(d: &ResourceDef) -> Vec<Value> {
     }
     let mut out = vec![main];
     if d.status_subresource {
-        out.push(json!({"name": format!("{}/status", d.resource), "singularName": "",
-            "namespaced": d.namespaced, "kind": d.kind, "verbs": ["get", "patch", "update"]}));
+        out.push(
+            json!({"name": format!("{}/status", d.resource), "singularName": "",
+            "namespaced": d.namespaced, "kind": d.kind, "verbs": ["get", "patch", "update"]}),
+        );
     }
     for sub in &d.extra_subresources {
-        out.push(json!({"name": format!("{}/{sub}", d.resource), "singularName": "",
-            "namespaced": d.namespaced, "kind": d.kind, "verbs": ["update"]}));
+        out.push(
+            json!({"name": format!("{}/{sub}", d.resource), "singularName": "",
+            "namespaced": d.namespaced, "kind": d.kind, "verbs": ["update"]}),
+        );
     }
     out
 }
@@ -114,7 +118,9 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
         format!("{group}/{version}")
     };
     let resources: Vec<Value> = defs.iter().flat_map(|d| resource_entries(d)).collect();
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
 }
 
 /// The OpenAPI v3 document of one group version.
@@ -154,10 +160,7 @@ pub fn openapi_gv(reg: &Registry, group: &str, version: &str) -> Option<Value> {
         } else {
             format!("{prefix}/{}", d.resource)
         };
-        paths.insert(
-            base.clone(),
-            json!({"get": op("list"), "post": op("post")}),
-        );
+        paths.insert(base.clone(), json!({"get": op("list"), "post": op("post")}));
         paths.insert(
             format!("{base}/{{name}}"),
             json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}),
@@ -170,11 +173,9 @@ pub fn openapi_gv(reg: &Registry, group: &str, version: &str) -> Option<Value> {
         }
         if d.custom {
             // CRD schemas let kubectl explain/apply see the structure.
-            let mut schema = d
-                .schemas
-                .get(version)
-                .cloned()
-                .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+            let mut schema = d.schemas.get(version).cloned().unwrap_or_else(
+                || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+            );
             schema["x-kubernetes-group-version-kind"] = json!([gvk]);
             let sname = format!(
                 "{}.{}.{}",
@@ -244,11 +245,19 @@ mod tests {
         let doc = openapi_gv(&reg, "apps", "v1").unwrap();
         let p = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
         assert_eq!(p["x-kubernetes-group-version-kind"]["kind"], "Deployment");
-        assert!(p["parameters"].as_array().unwrap().iter().any(|x| x["name"] == "fieldValidation"));
+        assert!(
+            p["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["name"] == "fieldValidation")
+        );
         let root = openapi_root(&reg);
-        assert!(root["paths"]["apis/apps/v1"]["serverRelativeURL"]
-            .as_str()
-            .unwrap()
-            .starts_with("/openapi/v3/apis/apps/v1?hash="));
+        assert!(
+            root["paths"]["apis/apps/v1"]["serverRelativeURL"]
+                .as_str()
+                .unwrap()
+                .starts_with("/openapi/v3/apis/apps/v1?hash=")
+        );
     }
 }

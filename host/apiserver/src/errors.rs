@@ -71,7 +71,12 @@ impl ApiError {
     }
 
     pub fn already_exists(q: Qualified<'_>, name: &str) -> Self {
-        Self::new(409, "AlreadyExists", format!("{q} \"{name}\" already exists")).about(q, name)
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{q} \"{name}\" already exists"),
+        )
+        .about(q, name)
     }
 
     pub fn conflict(q: Qualified<'_>, name: &str, why: &str) -> Self {
@@ -135,7 +140,11 @@ impl ApiError {
 
     /// The generic 404 for an unknown path or resource type.
     pub fn no_route() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
     }
 
     pub fn method_not_allowed(message: impl Into<String>) -> Self {

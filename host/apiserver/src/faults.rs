@@ -228,7 +228,10 @@ impl FaultHandle {
         st.seq += 1;
         let seq = st.seq;
         let State {
-            spec, rng, injected, ..
+            spec,
+            rng,
+            injected,
+            ..
         } = &mut *st;
         for rule in spec.rules.iter_mut() {
             if !rule.applies(verb, resource) {
@@ -321,8 +324,14 @@ mod tests {
         rule.times = Some(2);
         h.add_rule(rule);
         assert!(h.decide("update", "configmaps").action.is_none());
-        assert_eq!(h.decide("update", "secrets").action, Some(FaultAction::Conflict));
-        assert_eq!(h.decide("update", "secrets").action, Some(FaultAction::Conflict));
+        assert_eq!(
+            h.decide("update", "secrets").action,
+            Some(FaultAction::Conflict)
+        );
+        assert_eq!(
+            h.decide("update", "secrets").action,
+            Some(FaultAction::Conflict)
+        );
         assert!(h.decide("update", "secrets").action.is_none());
     }
 
@@ -335,7 +344,9 @@ mod tests {
         .unwrap();
         assert_eq!(
             spec.rules[0].action,
-            FaultAction::TooManyRequests { retry_after_seconds: 2 }
+            FaultAction::TooManyRequests {
+                retry_after_seconds: 2
+            }
         );
         assert_eq!(spec.watch.cut_after_events, Some(3));
     }

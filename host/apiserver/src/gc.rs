@@ -49,10 +49,10 @@ fn delete_ref(app: &App, r: &ObjRef, propagation: Option<&str>) {
         propagation: propagation.map(str::to_string),
         ..Default::default()
     };
-    if let Err(e) = ops::delete(app, &target(&def, ns), name, &opts) {
-        if e.code != 404 {
-            tracing::warn!(resource = %r.0, key = %r.1, error = %e, "garbage collector delete failed");
-        }
+    if let Err(e) = ops::delete(app, &target(&def, ns), name, &opts)
+        && e.code != 404
+    {
+        tracing::warn!(resource = %r.0, key = %r.1, error = %e, "garbage collector delete failed");
     }
 }
 
@@ -137,7 +137,11 @@ pub fn pass(app: &App) {
         if fins.iter().any(|f| f == "foregroundDeletion") {
             let deps = app.store.dependents_of(&uid);
             for dep in &deps {
-                if app.store.get(&dep.0, &dep.1).is_some_and(|d| !meta::is_deleting(&d)) {
+                if app
+                    .store
+                    .get(&dep.0, &dep.1)
+                    .is_some_and(|d| !meta::is_deleting(&d))
+                {
                     delete_ref(app, dep, Some("Foreground"));
                 }
             }
@@ -150,7 +154,11 @@ pub fn pass(app: &App) {
             let (_, ns) = split_key(&r.1);
             let contents = app.store.keys_in_namespace(ns);
             for c in &contents {
-                if app.store.get(&c.0, &c.1).is_some_and(|d| !meta::is_deleting(&d)) {
+                if app
+                    .store
+                    .get(&c.0, &c.1)
+                    .is_some_and(|d| !meta::is_deleting(&d))
+                {
                     delete_ref(app, c, None);
                 }
             }
@@ -172,7 +180,11 @@ pub fn pass(app: &App) {
             let keys = app.store.keys_of(&res);
             for k in &keys {
                 let oref: ObjRef = (Arc::from(res.as_str()), k.clone());
-                if app.store.get(&res, k).is_some_and(|d| !meta::is_deleting(&d)) {
+                if app
+                    .store
+                    .get(&res, k)
+                    .is_some_and(|d| !meta::is_deleting(&d))
+                {
                     delete_ref(app, &oref, None);
                 }
             }

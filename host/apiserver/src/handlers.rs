@@ -37,8 +37,10 @@ fn json_response(code: StatusCode, v: &Value) -> Response {
 
 fn bytes_response(code: StatusCode, body: Vec<u8>) -> Response {
     let mut r = (code, body).into_response();
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     r
 }
 
@@ -137,7 +139,8 @@ fn parse_path(app: &App, path: &str) -> Result<Route, ApiError> {
     };
     let (namespace, rest) = match rest {
         ["namespaces", ns, tail @ ..]
-            if !tail.is_empty() && !(tail.len() == 1 && matches!(tail[0], "status" | "finalize")) =>
+            if !(tail.is_empty()
+                || tail.len() == 1 && matches!(tail[0], "status" | "finalize")) =>
         {
             (Some(ns.to_string()), tail)
         }
@@ -187,9 +190,9 @@ fn verb_of(method: &Method, route: &Route, query: &Q) -> Result<&'static str, Ap
         ("DELETE", true) => "delete",
         ("DELETE", false) => "deletecollection",
         _ => {
-            return Err(ApiError::method_not_allowed(format!(
-                "the server does not allow this method on the requested resource"
-            )));
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
         }
     })
 }
@@ -228,7 +231,14 @@ fn decode(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
-    if ct.contains("protobuf") || ct.contains("cbor") {
+    if ct.contains("protobuf") {
+        return crate::protobuf::decode(bytes).map_err(|e| {
+            ApiError::unsupported_media(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml ({e})"
+            ))
+        });
+    }
+    if ct.contains("cbor") {
         return Err(ApiError::unsupported_media(format!(
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct})"
         )));
@@ -293,11 +303,8 @@ async fn resource_request(
         record.fault = Some(action.name().to_string());
         let early: Option<Response> = match action {
             FaultAction::Conflict => Some(
-                ApiError::stale(
-                    route.def.qualified(),
-                    route.name.as_deref().unwrap_or(""),
-                )
-                .into_response(),
+                ApiError::stale(route.def.qualified(), route.name.as_deref().unwrap_or(""))
+                    .into_response(),
             ),
             FaultAction::TooManyRequests {
                 retry_after_seconds,
@@ -305,9 +312,12 @@ async fn resource_request(
             FaultAction::InternalError => {
                 Some(ApiError::internal("injected fault").into_response())
             }
-            FaultAction::Unavailable => {
-                Some(ApiError::unavailable("the server is currently unable to handle the request (injected fault)").into_response())
-            }
+            FaultAction::Unavailable => Some(
+                ApiError::unavailable(
+                    "the server is currently unable to handle the request (injected fault)",
+                )
+                .into_response(),
+            ),
             FaultAction::Timeout {
                 hold_ms,
                 drop_connection,
@@ -338,7 +348,19 @@ async fn resource_request(
             return r;
         }
     }
-    let resp = match execute(&app, verb, &headers, &query, &route, body, &manager, patch_kind.flatten(), decision.stale_by).await {
+    let resp = match execute(
+        &app,
+        verb,
+        &headers,
+        &query,
+        &route,
+        body,
+        &manager,
+        patch_kind.flatten(),
+        decision.stale_by,
+    )
+    .await
+    {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
@@ -385,23 +407,37 @@ async fn execute(
                 .ok_or_else(|| ApiError::not_found(def.qualified(), name))?;
             let obj = present(def, &route.version, &obj);
             if as_table {
-                let rv = obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""));
-                let t = crate::table::table(def, &route.version, &[&obj], json!({"resourceVersion": rv}), &include_object, true);
+                let rv = obj
+                    .pointer("/metadata/resourceVersion")
+                    .cloned()
+                    .unwrap_or(json!(""));
+                let t = crate::table::table(
+                    def,
+                    &route.version,
+                    &[&obj],
+                    json!({"resourceVersion": rv}),
+                    &include_object,
+                    true,
+                );
                 return Ok(json_response(StatusCode::OK, &t));
             }
             Ok(json_response(StatusCode::OK, &obj))
         }
         "list" => list(app, route, query, as_table, &include_object, stale_by),
         "watch" => {
-            let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
-                .map_err(ApiError::bad_request)?;
+            let labels =
+                LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
+                    .map_err(ApiError::bad_request)?;
             let fields = FieldSelector::parse(
                 query.get("fieldSelector").map_or("", String::as_str),
                 extra_fields(&def.key()),
             )
             .map_err(ApiError::bad_request)?;
             let send_initial = query.get("sendInitialEvents").map(String::as_str) == Some("true");
-            let rv = query.get("resourceVersion").map(String::as_str).unwrap_or("");
+            let rv = query
+                .get("resourceVersion")
+                .map(String::as_str)
+                .unwrap_or("");
             let start = match rv {
                 "" | "0" => Start::CurrentState,
                 _ if send_initial => Start::CurrentState,
@@ -409,7 +445,9 @@ async fn execute(
                     ApiError::bad_request(format!("invalid resource version: {n}"))
                 })?),
             };
-            let start = if query.get("sendInitialEvents").map(String::as_str) == Some("false") && start == Start::CurrentState {
+            let start = if query.get("sendInitialEvents").map(String::as_str) == Some("false")
+                && start == Start::CurrentState
+            {
                 Start::After(app.store.current_rv())
             } else {
                 start
@@ -424,7 +462,11 @@ async fn execute(
                 bookmarks: query.get("allowWatchBookmarks").map(String::as_str) == Some("true"),
                 send_initial_events: send_initial,
                 timeout,
-                prefix: if def.namespaced && !ns.is_empty() { format!("{ns}/") } else { String::new() },
+                prefix: if def.namespaced && !ns.is_empty() {
+                    format!("{ns}/")
+                } else {
+                    String::new()
+                },
                 labels,
                 fields,
                 as_table,
@@ -432,8 +474,14 @@ async fn execute(
             };
             let body = watch::watch(app.clone(), def.clone(), route.version.clone(), params);
             let mut r = Response::new(body);
-            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            r.headers_mut().insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            r.headers_mut().insert(
+                header::TRANSFER_ENCODING,
+                HeaderValue::from_static("chunked"),
+            );
             Ok(r)
         }
         "create" | "update" | "patch" => {
@@ -453,12 +501,18 @@ async fn execute(
                 "create" => {
                     let obj = decode(headers, &bytes)?;
                     let out = ops::create(app, &t, obj, false)?;
-                    Ok(json_response(StatusCode::CREATED, &present(def, &route.version, &out)))
+                    Ok(json_response(
+                        StatusCode::CREATED,
+                        &present(def, &route.version, &out),
+                    ))
                 }
                 "update" => {
                     let obj = decode(headers, &bytes)?;
                     let out = ops::update(app, &t, name, obj)?;
-                    Ok(json_response(StatusCode::OK, &present(def, &route.version, &out)))
+                    Ok(json_response(
+                        StatusCode::OK,
+                        &present(def, &route.version, &out),
+                    ))
                 }
                 _ => {
                     let kind = patch_kind.ok_or_else(|| {
@@ -468,29 +522,49 @@ async fn execute(
                         ))
                     })?;
                     let body = match kind {
-                        PatchKind::Apply => serde_yaml::from_slice::<Value>(&bytes).map_err(|e| {
-                            ApiError::bad_request(format!("error decoding YAML: {e}"))
+                        PatchKind::Apply => {
+                            serde_yaml::from_slice::<Value>(&bytes).map_err(|e| {
+                                ApiError::bad_request(format!("error decoding YAML: {e}"))
+                            })?
+                        }
+                        _ => serde_json::from_slice::<Value>(&bytes).map_err(|e| {
+                            ApiError::bad_request(format!("error decoding patch: {e}"))
                         })?,
-                        _ => serde_json::from_slice::<Value>(&bytes)
-                            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
                     };
-                    if kind == PatchKind::Apply && query.get("fieldManager").is_none_or(|s| s.is_empty()) {
-                        return Err(ApiError::invalid("meta.k8s.io", "PatchOptions", "", vec![crate::errors::Cause {
-                            reason: "FieldValueRequired",
-                            message: "Required value: is required for apply patch".into(),
-                            field: "fieldManager".into(),
-                        }]));
+                    if kind == PatchKind::Apply
+                        && query.get("fieldManager").is_none_or(|s| s.is_empty())
+                    {
+                        return Err(ApiError::invalid(
+                            "meta.k8s.io",
+                            "PatchOptions",
+                            "",
+                            vec![crate::errors::Cause {
+                                reason: "FieldValueRequired",
+                                message: "Required value: is required for apply patch".into(),
+                                field: "fieldManager".into(),
+                            }],
+                        ));
                     }
                     if kind != PatchKind::Apply && query.get("force").is_some() {
-                        return Err(ApiError::invalid("meta.k8s.io", "PatchOptions", "", vec![crate::errors::Cause {
-                            reason: "FieldValueForbidden",
-                            message: "Forbidden: may not be specified for non-apply patch".into(),
-                            field: "force".into(),
-                        }]));
+                        return Err(ApiError::invalid(
+                            "meta.k8s.io",
+                            "PatchOptions",
+                            "",
+                            vec![crate::errors::Cause {
+                                reason: "FieldValueForbidden",
+                                message: "Forbidden: may not be specified for non-apply patch"
+                                    .into(),
+                                field: "force".into(),
+                            }],
+                        ));
                     }
                     let force = query.get("force").map(String::as_str) == Some("true");
                     let (out, created) = ops::patch(app, &t, name, kind, &body, force)?;
-                    let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+                    let code = if created {
+                        StatusCode::CREATED
+                    } else {
+                        StatusCode::OK
+                    };
                     Ok(json_response(code, &present(def, &route.version, &out)))
                 }
             }
@@ -516,7 +590,10 @@ async fn execute(
                 if b.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
                     opts.propagation = Some("Orphan".into());
                 }
-                opts.uid = b.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string);
+                opts.uid = b
+                    .pointer("/preconditions/uid")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
                 opts.resource_version = b
                     .pointer("/preconditions/resourceVersion")
                     .and_then(Value::as_str)
@@ -536,24 +613,34 @@ async fn execute(
                         if def.custom {
                             json_response(StatusCode::OK, &present(def, &route.version, &obj))
                         } else {
-                            json_response(StatusCode::OK, &json!({
-                                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                                "details": {"name": name, "group": def.group, "kind": def.resource,
-                                    "uid": obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)}
-                            }))
+                            json_response(
+                                StatusCode::OK,
+                                &json!({
+                                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                    "details": {"name": name, "group": def.group, "kind": def.resource,
+                                        "uid": obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)}
+                                }),
+                            )
                         }
                     }
-                    Deleted::Pending(obj) => json_response(StatusCode::ACCEPTED, &present(def, &route.version, &obj)),
+                    Deleted::Pending(obj) => {
+                        json_response(StatusCode::ACCEPTED, &present(def, &route.version, &obj))
+                    }
                 });
             }
-            let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
-                .map_err(ApiError::bad_request)?;
+            let labels =
+                LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
+                    .map_err(ApiError::bad_request)?;
             let fields = FieldSelector::parse(
                 query.get("fieldSelector").map_or("", String::as_str),
                 extra_fields(&def.key()),
             )
             .map_err(ApiError::bad_request)?;
-            let prefix = if def.namespaced && !ns.is_empty() { format!("{ns}/") } else { String::new() };
+            let prefix = if def.namespaced && !ns.is_empty() {
+                format!("{ns}/")
+            } else {
+                String::new()
+            };
             let keep = |o: &Value| labels.matches(o) && fields.matches(o);
             let page = app
                 .store
@@ -562,18 +649,28 @@ async fn execute(
             let mut items = Vec::new();
             for o in &page.items {
                 let n = crate::meta::name(o).unwrap_or_default().to_string();
-                let ons = crate::meta::str_field(o, "namespace").unwrap_or("").to_string();
-                let t = Target { namespace: &ons, ..t.clone() };
+                let ons = crate::meta::str_field(o, "namespace")
+                    .unwrap_or("")
+                    .to_string();
+                let t = Target {
+                    namespace: &ons,
+                    ..t.clone()
+                };
                 match ops::delete(app, &t, &n, &opts) {
-                    Ok(Deleted::Gone(o) | Deleted::Pending(o)) => items.push(present(def, &route.version, &o)),
+                    Ok(Deleted::Gone(o) | Deleted::Pending(o)) => {
+                        items.push(present(def, &route.version, &o))
+                    }
                     Err(e) if e.code == 404 => {}
                     Err(e) => return Err(e),
                 }
             }
-            Ok(json_response(StatusCode::OK, &json!({
-                "kind": def.list_kind, "apiVersion": def.group_version(&route.version),
-                "metadata": {"resourceVersion": app.store.current_rv().to_string()}, "items": items
-            })))
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({
+                    "kind": def.list_kind, "apiVersion": def.group_version(&route.version),
+                    "metadata": {"resourceVersion": app.store.current_rv().to_string()}, "items": items
+                }),
+            ))
         }
         _ => Err(ApiError::method_not_allowed("unsupported verb")),
     }
@@ -627,13 +724,19 @@ fn list(
     let mut at_rv = None;
     let mut after = None;
     if let Some(tok) = query.get("continue").filter(|s| !s.is_empty()) {
-        let bad = || ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+        let bad = || {
+            ApiError::bad_request(
+                "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+            )
+        };
         let raw = base64::engine::general_purpose::STANDARD
             .decode(tok)
             .map_err(|_| bad())?;
         let t: ContinueToken = serde_json::from_slice(&raw).map_err(|_| bad())?;
         if app.faults.take_gone() || t.rv < app.store.compacted_rv() {
-            return Err(ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."));
+            return Err(ApiError::gone(
+                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+            ));
         }
         at_rv = Some(t.rv);
         after = Some(t.start);
@@ -664,7 +767,11 @@ fn list(
     }
     let gv = def.group_version(&route.version);
     if as_table {
-        let items: Vec<Value> = page.items.iter().map(|o| present(def, &route.version, o)).collect();
+        let items: Vec<Value> = page
+            .items
+            .iter()
+            .map(|o| present(def, &route.version, o))
+            .collect();
         let refs: Vec<&Value> = items.iter().collect();
         let t = crate::table::table(def, &route.version, &refs, list_meta, include_object, true);
         return Ok(json_response(StatusCode::OK, &t));
@@ -672,7 +779,8 @@ fn list(
     // Streamed by hand so a 100k-item list is not copied into one big Value.
     let mut out = Vec::with_capacity(64 + page.items.len() * 512);
     out.extend_from_slice(b"{\"kind\":");
-    serde_json::to_writer(&mut out, &def.list_kind).map_err(|e| ApiError::internal(e.to_string()))?;
+    serde_json::to_writer(&mut out, &def.list_kind)
+        .map_err(|e| ApiError::internal(e.to_string()))?;
     out.extend_from_slice(b",\"apiVersion\":");
     serde_json::to_writer(&mut out, &gv).map_err(|e| ApiError::internal(e.to_string()))?;
     out.extend_from_slice(b",\"metadata\":");
@@ -712,7 +820,9 @@ fn admin(app: &App, method: &Method, rest: &str, body: &Bytes) -> Response {
             app.faults.clear();
             ok(json!({"status": "ok"}))
         }
-        ("GET", "requests") => ok(serde_json::to_value(app.requests.snapshot()).unwrap_or(Value::Null)),
+        ("GET", "requests") => {
+            ok(serde_json::to_value(app.requests.snapshot()).unwrap_or(Value::Null))
+        }
         ("DELETE", "requests") => {
             app.requests.clear();
             ok(json!({"status": "ok"}))

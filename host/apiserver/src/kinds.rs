@@ -35,6 +35,10 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
     match (def.group.as_str(), def.kind.as_str()) {
         ("", "Secret") => {
             if let Some(m) = obj.as_object_mut() {
+                // An empty type defaults too (protobuf clients send "").
+                if m.get("type").and_then(Value::as_str) == Some("") {
+                    m.remove("type");
+                }
                 default(m, "type", json!("Opaque"));
             }
         }
@@ -88,11 +92,12 @@ fn default_deployment(obj: &mut Value) {
         for c in cs.iter_mut().filter_map(Value::as_object_mut) {
             let image = c.get("image").and_then(Value::as_str).unwrap_or("");
             let last = image.rsplit('/').next().unwrap_or("");
-            let policy = if image.contains('@') || (last.contains(':') && !last.ends_with(":latest")) {
-                "IfNotPresent"
-            } else {
-                "Always"
-            };
+            let policy =
+                if image.contains('@') || (last.contains(':') && !last.ends_with(":latest")) {
+                    "IfNotPresent"
+                } else {
+                    "Always"
+                };
             default(c, "imagePullPolicy", json!(policy));
             default(c, "terminationMessagePath", json!("/dev/termination-log"));
             default(c, "terminationMessagePolicy", json!("File"));
@@ -110,8 +115,18 @@ fn default_deployment(obj: &mut Value) {
 pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
     match (def.group.as_str(), def.kind.as_str()) {
         ("", "Namespace") => {
+            // The namespace controller's finalizer is always there (as the
+            // real registry strategy does), so contents are cleaned up first.
             if let Some(spec) = obj_mut(obj, "spec") {
-                default(spec, "finalizers", json!(["kubernetes"]));
+                let mut f: Vec<Value> = spec
+                    .get("finalizers")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                if !f.iter().any(|x| x == "kubernetes") {
+                    f.push(json!("kubernetes"));
+                }
+                spec.insert("finalizers".into(), Value::Array(f));
             }
             if let Some(m) = obj.as_object_mut() {
                 m.insert("status".into(), json!({"phase": "Active"}));
@@ -232,8 +247,10 @@ pub fn mark_crd_terminating(obj: &mut Value) {
         .and_then(Value::as_array_mut)
     {
         conds.retain(|c| c.get("type").and_then(Value::as_str) != Some("Terminating"));
-        conds.push(json!({"type": "Terminating", "status": "True", "reason": "InstanceDeletionInProgress",
-            "message": "CustomResource deletion is in progress", "lastTransitionTime": now}));
+        conds.push(
+            json!({"type": "Terminating", "status": "True", "reason": "InstanceDeletionInProgress",
+            "message": "CustomResource deletion is in progress", "lastTransitionTime": now}),
+        );
     }
 }
 
@@ -253,7 +270,10 @@ mod tests {
             "versions": [{"name": "v1", "served": true, "storage": true}]}});
         let d = prepare_crd(&mut crd).unwrap();
         assert_eq!(d.kind, "Widget");
-        let crd_def = builtins().into_iter().find(|d| d.kind == "CustomResourceDefinition").unwrap();
+        let crd_def = builtins()
+            .into_iter()
+            .find(|d| d.kind == "CustomResourceDefinition")
+            .unwrap();
         prepare_create(&crd_def, &mut crd).unwrap();
         assert_eq!(crd["status"]["conditions"][1]["type"], "Established");
         assert_eq!(crd["status"]["storedVersions"][0], "v1");
@@ -281,7 +301,12 @@ mod tests {
         prepare_create(&def("Service"), &mut svc).unwrap();
         assert_eq!(svc["spec"]["type"], "ClusterIP");
         assert_eq!(svc["spec"]["ports"][0]["targetPort"], 80);
-        assert!(svc["spec"]["clusterIP"].as_str().unwrap().starts_with("10.96."));
+        assert!(
+            svc["spec"]["clusterIP"]
+                .as_str()
+                .unwrap()
+                .starts_with("10.96.")
+        );
     }
 
     #[test]

@@ -33,7 +33,10 @@ mod tests {
     fn kubeconfig_parses_and_names_the_server() {
         let y = super::kubeconfig_yaml("http://127.0.0.1:1234");
         let v: serde_json::Value = serde_yaml::from_str(&y).unwrap();
-        assert_eq!(v["clusters"][0]["cluster"]["server"], "http://127.0.0.1:1234");
+        assert_eq!(
+            v["clusters"][0]["cluster"]["server"],
+            "http://127.0.0.1:1234"
+        );
         assert_eq!(v["current-context"], super::CONTEXT);
     }
 }

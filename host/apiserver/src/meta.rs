@@ -97,7 +97,11 @@ pub fn generate_name(prefix: &str) -> String {
         .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
         .collect();
     let max = 63 - 5;
-    let p = if prefix.len() > max { &prefix[..max] } else { prefix };
+    let p = if prefix.len() > max {
+        &prefix[..max]
+    } else {
+        prefix
+    };
     format!("{p}{suffix}")
 }
 

@@ -30,7 +30,14 @@ pub struct Target<'a> {
 
 impl Target<'_> {
     fn key(&self, name: &str) -> String {
-        obj_key(if self.def.namespaced { self.namespace } else { "" }, name)
+        obj_key(
+            if self.def.namespaced {
+                self.namespace
+            } else {
+                ""
+            },
+            name,
+        )
     }
 
     fn api_version(&self) -> String {
@@ -174,12 +181,25 @@ fn scrub_system_metadata(obj: &mut Value) {
 
 /// Create an object. `managed` is true when managedFields were already
 /// computed (server-side apply).
-pub fn create(app: &App, t: &Target<'_>, mut obj: Value, managed: bool) -> Result<Arc<Value>, ApiError> {
+pub fn create(
+    app: &App,
+    t: &Target<'_>,
+    mut obj: Value,
+    managed: bool,
+) -> Result<Arc<Value>, ApiError> {
     check_identity(t, &mut obj)?;
     let m = meta_mut(&mut obj);
-    let name = match m.get("name").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+    let name = match m
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
         Some(n) => n.to_string(),
-        None => match m.get("generateName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        None => match m
+            .get("generateName")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
             Some(prefix) => {
                 let n = meta::generate_name(prefix);
                 m.insert("name".into(), json!(n));
@@ -254,13 +274,27 @@ fn set_managed_fields(obj: &mut Value, mf: Value) {
 /// subresource)? Decides generation bumps.
 fn spec_changed(def: &ResourceDef, old: &Value, new: &Value) -> bool {
     let skip = |k: &str| {
-        k == "metadata" || k == "apiVersion" || k == "kind" || (k == "status" && def.status_subresource)
+        k == "metadata"
+            || k == "apiVersion"
+            || k == "kind"
+            || (k == "status" && def.status_subresource)
     };
     let empty = serde_json::Map::new();
     let o = old.as_object().unwrap_or(&empty);
     let n = new.as_object().unwrap_or(&empty);
-    o.iter().filter(|(k, _)| !skip(k)).any(|(k, v)| n.get(k) != Some(v))
-        || n.iter().filter(|(k, _)| !skip(k)).any(|(k, _)| !o.contains_key(k))
+    o.iter()
+        .filter(|(k, _)| !skip(k))
+        .any(|(k, v)| n.get(k) != Some(v))
+        || n.iter()
+            .filter(|(k, _)| !skip(k))
+            .any(|(k, _)| !o.contains_key(k))
+}
+
+/// A copy without `metadata.resourceVersion`.
+fn without_resource_version(v: &Value) -> Value {
+    let mut v = v.clone();
+    meta_mut(&mut v).remove("resourceVersion");
+    v
 }
 
 /// Equal apart from resourceVersion and managedFields (no-op write detection).
@@ -296,17 +330,19 @@ pub fn write_existing(
         )));
     }
     let old_rv = rv_of(old);
-    if let Some(rv) = meta::str_field(&new, "resourceVersion").filter(|s| !s.is_empty()) {
-        if rv.parse::<u64>().ok() != Some(old_rv) {
-            return Err(ApiError::stale(q, name));
-        }
+    if let Some(rv) = meta::str_field(&new, "resourceVersion").filter(|s| !s.is_empty())
+        && rv.parse::<u64>().ok() != Some(old_rv)
+    {
+        return Err(ApiError::stale(q, name));
     }
     // Subresource rules: /status writes only status; the main resource
     // never writes status when status is a subresource.
     if t.def.status_subresource {
         if t.subresource == Some("status") {
             let status = new.get("status").cloned();
-            let mf = meta::meta(&new).and_then(|m| m.get("managedFields")).cloned();
+            let mf = meta::meta(&new)
+                .and_then(|m| m.get("managedFields"))
+                .cloned();
             let mut merged = (**old).clone();
             if let Some(m) = merged.as_object_mut() {
                 match status {
@@ -345,7 +381,8 @@ pub fn write_existing(
         }
         m.remove("selfLink");
         m.insert("resourceVersion".into(), json!(old_rv.to_string()));
-        if !managed && !m.contains_key("managedFields")
+        if !managed
+            && !m.contains_key("managedFields")
             && let Some(mf) = om.get("managedFields")
         {
             m.insert("managedFields".into(), mf.clone());
@@ -378,9 +415,7 @@ pub fn write_existing(
     }
     kinds::apply_defaults(t.def, &mut new);
     validate(t, name, &mut new)?;
-    if t.def.key() == "apiextensions.k8s.io/customresourcedefinitions"
-        && t.subresource.is_none()
-    {
+    if t.def.key() == "apiextensions.k8s.io/customresourcedefinitions" && t.subresource.is_none() {
         let status = old.get("status").cloned();
         kinds::prepare_crd(&mut new)?;
         if let (Some(s), Some(m)) = (status, new.as_object_mut()) {
@@ -392,13 +427,32 @@ pub fn write_existing(
         let g = meta::generation(old) + 1;
         meta_mut(&mut new).insert("generation".into(), json!(g));
     }
-    if same_content(old, &new) {
+    // An apply can change only ownership (a second manager applying the same
+    // value, a manager dropping a co-owned field): that is a real write, so on
+    // the apply path managedFields take part in the comparison.
+    let unchanged = if managed {
+        crate::patch::is_noop(
+            &without_resource_version(old),
+            &without_resource_version(&new),
+        )
+    } else {
+        same_content(old, &new)
+    };
+    if unchanged {
         // No-op: kube-apiserver does not write (no new resourceVersion, no event).
         return Ok(old.clone());
     }
     if !managed {
         let now = meta::now_rfc3339();
-        let mf = patching::track(Some(old), &new, t.def, t.version, t.manager, t.subresource, &now);
+        let mf = patching::track(
+            Some(old),
+            &new,
+            t.def,
+            t.version,
+            t.manager,
+            t.subresource,
+            &now,
+        );
         set_managed_fields(&mut new, mf);
     }
     if t.dry_run {
@@ -477,7 +531,9 @@ pub fn patch(
                     )));
                 }
                 let now = meta::now_rfc3339();
-                let obj = patching::apply(None, &applied, t.def, t.version, t.manager, force, None, &now)?;
+                let obj = patching::apply(
+                    None, &applied, t.def, t.version, t.manager, force, None, &now,
+                )?;
                 return create(app, t, obj, true).map(|o| (o, true));
             }
             (_, None) => return Err(ApiError::not_found(t.def.qualified(), name)),
@@ -532,7 +588,9 @@ pub fn delete(
                 return Err(ApiError::conflict(
                     q,
                     name,
-                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"),
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
+                    ),
                 ));
             }
         }
@@ -542,7 +600,9 @@ pub fn delete(
                 return Err(ApiError::conflict(
                     q,
                     name,
-                    &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"),
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"
+                    ),
                 ));
             }
         }
@@ -573,7 +633,10 @@ pub fn delete(
             if t.dry_run {
                 return Ok(Deleted::Gone(old));
             }
-            match app.store.commit(&t.def.key(), &key, Expect::Rv(rv_of(&old)), None) {
+            match app
+                .store
+                .commit(&t.def.key(), &key, Expect::Rv(rv_of(&old)), None)
+            {
                 Ok(gone) => {
                     app.after_delete(t.def, &gone);
                     return Ok(Deleted::Gone(gone));
@@ -608,7 +671,10 @@ pub fn delete(
         if t.dry_run {
             return Ok(Deleted::Pending(Arc::new(new)));
         }
-        match app.store.commit(&t.def.key(), &key, Expect::Rv(rv_of(&old)), Some(new)) {
+        match app
+            .store
+            .commit(&t.def.key(), &key, Expect::Rv(rv_of(&old)), Some(new))
+        {
             Ok(obj) => {
                 app.after_commit(t.def, &obj);
                 return Ok(Deleted::Pending(obj));

@@ -43,14 +43,17 @@ impl PatchKind {
 }
 
 fn schema_for(def: &ResourceDef, version: &str) -> engine::Schema {
-    if def.custom {
+    let schema = if def.custom {
         match def.schemas.get(version) {
             Some(s) => engine::Schema::from_openapi_v3(s),
             None => engine::Schema::unknown(),
         }
     } else {
         engine::Schema::for_builtin(&def.group, &def.kind)
-    }
+    };
+    // With a /status subresource, an apply to the main resource must not
+    // record ownership of `status` (the server discards that part).
+    schema.with_status_subresource(def.status_subresource)
 }
 
 fn map_err(e: engine::PatchError) -> ApiError {
@@ -106,8 +109,7 @@ pub fn apply(
         subresource,
         now,
     };
-    engine::server_side_apply(current, applied, &schema_for(def, version), &opts)
-        .map_err(map_err)
+    engine::server_side_apply(current, applied, &schema_for(def, version), &opts).map_err(map_err)
 }
 
 /// managedFields after a non-apply write by `manager`.
@@ -120,5 +122,12 @@ pub fn track(
     subresource: Option<&str>,
     now: &str,
 ) -> Value {
-    engine::track_update(old, new, &schema_for(def, version), manager, subresource, now)
+    engine::track_update(
+        old,
+        new,
+        &schema_for(def, version),
+        manager,
+        subresource,
+        now,
+    )
 }

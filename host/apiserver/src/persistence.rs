@@ -104,13 +104,15 @@ impl Persistence {
             EventKind::Deleted => &Value::Null,
             _ => &*e.object,
         };
-        let mut line = match serde_json::to_vec(&json!({"rv": e.rv, "r": &*e.resource, "k": e.key, "o": obj})) {
-            Ok(l) => l,
-            Err(err) => {
-                tracing::error!(error = %err, "cannot encode WAL entry");
-                return;
-            }
-        };
+        let mut line =
+            match serde_json::to_vec(&json!({"rv": e.rv, "r": &*e.resource, "k": e.key, "o": obj}))
+            {
+                Ok(l) => l,
+                Err(err) => {
+                    tracing::error!(error = %err, "cannot encode WAL entry");
+                    return;
+                }
+            };
         line.push(b'\n');
         let mut f = self.wal.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(err) = f.write_all(&line) {
@@ -130,7 +132,7 @@ impl Persistence {
         {
             let mut f = File::create(&tmp)?;
             serde_json::to_writer(&mut f, &json!({"rv": rv, "objects": objs}))
-                .map_err(|e| io::Error::new(io::ErrorKind::Other, e))?;
+                .map_err(io::Error::other)?;
             f.sync_all()?;
         }
         fs::rename(&tmp, snapshot_path(&self.dir))?;
@@ -153,11 +155,21 @@ mod tests {
         let sink = p.clone();
         let store = Store::new(10).with_sink(Box::new(move |e| sink.record(e)));
         store
-            .commit("/cm", "d/a", Expect::Absent, Some(json!({"metadata": {"name": "a"}})))
+            .commit(
+                "/cm",
+                "d/a",
+                Expect::Absent,
+                Some(json!({"metadata": {"name": "a"}})),
+            )
             .unwrap();
         p.snapshot(&store).unwrap();
         store
-            .commit("/cm", "d/b", Expect::Absent, Some(json!({"metadata": {"name": "b"}})))
+            .commit(
+                "/cm",
+                "d/b",
+                Expect::Absent,
+                Some(json!({"metadata": {"name": "b"}})),
+            )
             .unwrap();
         store.commit("/cm", "d/a", Expect::Any, None).unwrap();
         // A crash in the middle of a line.

@@ -92,7 +92,16 @@ fn builtin(
 
 /// The built-in kinds this server stores (no controllers run for them).
 pub fn builtins() -> Vec<ResourceDef> {
-    let mut ns = builtin("", "v1", "namespaces", "Namespace", false, &["ns"], true, false);
+    let mut ns = builtin(
+        "",
+        "v1",
+        "namespaces",
+        "Namespace",
+        false,
+        &["ns"],
+        true,
+        false,
+    );
     ns.extra_subresources = vec!["finalize"];
     let mut deploy = builtin(
         "apps",
@@ -120,13 +129,49 @@ pub fn builtins() -> Vec<ResourceDef> {
     crd.categories = vec!["api-extensions".into()];
     vec![
         ns,
-        builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"], false, false),
+        builtin(
+            "",
+            "v1",
+            "configmaps",
+            "ConfigMap",
+            true,
+            &["cm"],
+            false,
+            false,
+        ),
         builtin("", "v1", "secrets", "Secret", true, &[], false, false),
         svc,
-        builtin("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"], false, false),
+        builtin(
+            "",
+            "v1",
+            "serviceaccounts",
+            "ServiceAccount",
+            true,
+            &["sa"],
+            false,
+            false,
+        ),
         builtin("", "v1", "events", "Event", true, &["ev"], false, false),
-        builtin("events.k8s.io", "v1", "events", "Event", true, &["ev"], false, false),
-        builtin("coordination.k8s.io", "v1", "leases", "Lease", true, &[], false, false),
+        builtin(
+            "events.k8s.io",
+            "v1",
+            "events",
+            "Event",
+            true,
+            &["ev"],
+            false,
+            false,
+        ),
+        builtin(
+            "coordination.k8s.io",
+            "v1",
+            "leases",
+            "Lease",
+            true,
+            &[],
+            false,
+            false,
+        ),
         deploy,
         crd,
     ]
@@ -168,15 +213,6 @@ impl Registry {
         self.read().iter().find(|d| d.key() == key).cloned()
     }
 
-    /// Resolve `apiVersion` + `kind` (owner references).
-    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceDef>> {
-        let (group, version) = split_api_version(api_version);
-        self.read()
-            .iter()
-            .find(|d| d.group == group && d.kind == kind && d.serves(version))
-            .cloned()
-    }
-
     pub fn all(&self) -> Vec<Arc<ResourceDef>> {
         self.read().clone()
     }
@@ -213,17 +249,9 @@ impl Registry {
             }
         }
         for (_, versions) in out.iter_mut() {
-            versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+            versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         }
         out
-    }
-}
-
-/// `apps/v1` → (`apps`, `v1`); `v1` → (``, `v1`).
-pub fn split_api_version(api_version: &str) -> (&str, &str) {
-    match api_version.rsplit_once('/') {
-        Some((g, v)) => (g, v),
-        None => ("", api_version),
     }
 }
 
@@ -327,9 +355,11 @@ pub fn def_from_crd(crd: &Value) -> Result<ResourceDef, String> {
             status = true;
         }
     }
-    let storage = storage.ok_or("spec.versions: Invalid value: must have exactly one version marked as storage version")?;
+    let storage = storage.ok_or(
+        "spec.versions: Invalid value: must have exactly one version marked as storage version",
+    )?;
     // Preferred first: sort served versions by Kubernetes version priority.
-    served.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+    served.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
     let _ = storage;
     Ok(ResourceDef {
         group: group.to_string(),
@@ -382,7 +412,7 @@ mod tests {
     #[test]
     fn registry_resolves_by_kind_and_version() {
         let r = Registry::default();
-        assert_eq!(r.by_kind("apps/v1", "Deployment").unwrap().resource, "deployments");
+        assert_eq!(r.by_key("apps/deployments").unwrap().kind, "Deployment");
         assert!(r.lookup("apps", "v1beta1", "deployments").is_none());
         assert!(r.lookup("", "v1", "configmaps").is_some());
     }

@@ -104,10 +104,6 @@ impl LabelSelector {
         Ok(LabelSelector(reqs))
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     pub fn matches(&self, obj: &Value) -> bool {
         let labels = obj.pointer("/metadata/labels");
         let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
@@ -118,8 +114,12 @@ impl LabelSelector {
             Req::NotIn(k, vs) => get(k).is_none_or(|x| vs.iter().all(|v| v != x)),
             Req::Exists(k) => get(k).is_some(),
             Req::NotExists(k) => get(k).is_none(),
-            Req::Gt(k, n) => get(k).and_then(|x| x.parse::<i64>().ok()).is_some_and(|x| x > *n),
-            Req::Lt(k, n) => get(k).and_then(|x| x.parse::<i64>().ok()).is_some_and(|x| x < *n),
+            Req::Gt(k, n) => get(k)
+                .and_then(|x| x.parse::<i64>().ok())
+                .is_some_and(|x| x > *n),
+            Req::Lt(k, n) => get(k)
+                .and_then(|x| x.parse::<i64>().ok())
+                .is_some_and(|x| x < *n),
         })
     }
 }
@@ -156,18 +156,6 @@ impl FieldSelector {
         Ok(FieldSelector(reqs))
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The name this selector pins with `metadata.name=x`, if any.
-    pub fn exact_name(&self) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(k, eq, _)| k == "metadata.name" && *eq)
-            .map(|(_, _, v)| v.as_str())
-    }
-
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(path, eq, want)| {
             let mut cur = Some(obj);
@@ -202,7 +190,13 @@ pub fn extra_fields(resource_key: &str) -> &'static [&'static str] {
             "source",
             "type",
         ],
-        "events.k8s.io/events" => &["regarding.kind", "regarding.name", "regarding.namespace", "reason", "type"],
+        "events.k8s.io/events" => &[
+            "regarding.kind",
+            "regarding.name",
+            "regarding.namespace",
+            "reason",
+            "type",
+        ],
         _ => &[],
     }
 }
@@ -235,7 +229,14 @@ mod tests {
         for s in yes {
             assert!(LabelSelector::parse(s).unwrap().matches(&o), "{s}");
         }
-        let no = ["app=db", "app in (db)", "!app", "missing", "n>5", "app=web,tier=back"];
+        let no = [
+            "app=db",
+            "app in (db)",
+            "!app",
+            "missing",
+            "n>5",
+            "app=web,tier=back",
+        ];
         for s in no {
             assert!(!LabelSelector::parse(s).unwrap().matches(&o), "{s}");
         }
@@ -252,8 +253,11 @@ mod tests {
         let o = obj(json!({}));
         let f = FieldSelector::parse("metadata.name=n,metadata.namespace!=x", &[]).unwrap();
         assert!(f.matches(&o));
-        assert_eq!(f.exact_name(), Some("n"));
-        assert!(!FieldSelector::parse("metadata.name=m", &[]).unwrap().matches(&o));
+        assert!(
+            !FieldSelector::parse("metadata.name=m", &[])
+                .unwrap()
+                .matches(&o)
+        );
         assert_eq!(
             FieldSelector::parse("spec.x=1", &[]).unwrap_err(),
             "field label not supported: spec.x"

@@ -162,7 +162,12 @@ pub async fn start(config: Config) -> Result<RunningServer, StartError> {
     let router = Router::new()
         .fallback(handlers::handle)
         .with_state(app.clone());
-    let accept = tokio::spawn(accept_loop(listener, router, app.shutdown.clone(), active.clone()));
+    let accept = tokio::spawn(accept_loop(
+        listener,
+        router,
+        app.shutdown.clone(),
+        active.clone(),
+    ));
     tracing::info!(%addr, "embedded API server listening");
     Ok(RunningServer {
         app,
@@ -192,7 +197,9 @@ fn bootstrap(app: &App) {
             "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active"},
         });
-        let _ = app.store.commit("/namespaces", &key, Expect::Absent, Some(obj));
+        let _ = app
+            .store
+            .commit("/namespaces", &key, Expect::Absent, Some(obj));
     }
 }
 

@@ -22,16 +22,6 @@ pub enum EventKind {
     Deleted,
 }
 
-impl EventKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::Added => "ADDED",
-            EventKind::Modified => "MODIFIED",
-            EventKind::Deleted => "DELETED",
-        }
-    }
-}
-
 /// A committed change.
 #[derive(Debug)]
 pub struct Event {
@@ -51,6 +41,8 @@ pub struct Event {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
     Absent,
+    /// Whatever is stored (tests and tools).
+    #[allow(dead_code)]
     Any,
     Rv(u64),
 }
@@ -192,17 +184,9 @@ impl Store {
         self.read().tables.get(resource)?.get(key).cloned()
     }
 
-    pub fn count(&self, resource: &str) -> usize {
-        self.read().tables.get(resource).map_or(0, BTreeMap::len)
-    }
-
     /// Is an object with this uid stored?
     pub fn uid_exists(&self, uid: &str) -> bool {
         self.read().uids.contains_key(uid)
-    }
-
-    pub fn by_uid(&self, uid: &str) -> Option<ObjRef> {
-        self.read().uids.get(uid).cloned()
     }
 
     /// Objects whose ownerReferences name `uid`.
@@ -369,11 +353,7 @@ impl Store {
 
     /// Subscribe to changes of one resource after `from_rv`: the retained
     /// events after it, then a live receiver (events may overlap; dedupe by rv).
-    pub fn subscribe(
-        &self,
-        resource: &str,
-        from_rv: u64,
-    ) -> Result<Subscription, Gone> {
+    pub fn subscribe(&self, resource: &str, from_rv: u64) -> Result<Subscription, Gone> {
         let st = self.read();
         if from_rv < st.compacted {
             return Err(Gone {
@@ -527,16 +507,22 @@ mod tests {
     #[test]
     fn versions_increase_and_cas_detects_stale_writes() {
         let s = Store::new(100);
-        let a = s.commit("/cm", "d/a", Expect::Absent, Some(cm("a"))).unwrap();
+        let a = s
+            .commit("/cm", "d/a", Expect::Absent, Some(cm("a")))
+            .unwrap();
         assert_eq!(rv_of(&a), 1);
         assert_eq!(
-            s.commit("/cm", "d/a", Expect::Absent, Some(cm("a"))).unwrap_err(),
+            s.commit("/cm", "d/a", Expect::Absent, Some(cm("a")))
+                .unwrap_err(),
             CommitError::Exists
         );
-        let b = s.commit("/cm", "d/a", Expect::Rv(1), Some(cm("a"))).unwrap();
+        let b = s
+            .commit("/cm", "d/a", Expect::Rv(1), Some(cm("a")))
+            .unwrap();
         assert_eq!(rv_of(&b), 2);
         assert_eq!(
-            s.commit("/cm", "d/a", Expect::Rv(1), Some(cm("a"))).unwrap_err(),
+            s.commit("/cm", "d/a", Expect::Rv(1), Some(cm("a")))
+                .unwrap_err(),
             CommitError::Conflict
         );
     }
@@ -545,16 +531,25 @@ mod tests {
     fn page_at_old_version_undoes_later_changes() {
         let s = Store::new(100);
         for n in ["a", "b", "c"] {
-            s.commit("/cm", &obj_key("d", n), Expect::Absent, Some(cm(n))).unwrap();
+            s.commit("/cm", &obj_key("d", n), Expect::Absent, Some(cm(n)))
+                .unwrap();
         }
         let first = s.page("/cm", "d/", None, None, 2, &|_| true).unwrap();
         assert_eq!(first.rv, 3);
         assert_eq!(first.more_after.as_deref(), Some("d/b"));
         // Changes after the first page must not show up in the second.
         s.commit("/cm", "d/c", Expect::Any, None).unwrap();
-        s.commit("/cm", "d/e", Expect::Absent, Some(cm("e"))).unwrap();
+        s.commit("/cm", "d/e", Expect::Absent, Some(cm("e")))
+            .unwrap();
         let second = s
-            .page("/cm", "d/", first.more_after.as_deref(), Some(first.rv), 2, &|_| true)
+            .page(
+                "/cm",
+                "d/",
+                first.more_after.as_deref(),
+                Some(first.rv),
+                2,
+                &|_| true,
+            )
             .unwrap();
         let names: Vec<_> = second
             .items
@@ -569,11 +564,15 @@ mod tests {
     fn compaction_makes_old_versions_gone() {
         let s = Store::new(2);
         for n in ["a", "b", "c", "d"] {
-            s.commit("/cm", &obj_key("d", n), Expect::Absent, Some(cm(n))).unwrap();
+            s.commit("/cm", &obj_key("d", n), Expect::Absent, Some(cm(n)))
+                .unwrap();
         }
         assert!(s.subscribe("/cm", 1).is_err());
         let sub = s.subscribe("/cm", 2).unwrap();
-        assert_eq!(sub.backlog.iter().map(|e| e.rv).collect::<Vec<_>>(), vec![3, 4]);
+        assert_eq!(
+            sub.backlog.iter().map(|e| e.rv).collect::<Vec<_>>(),
+            vec![3, 4]
+        );
     }
 
     #[test]
@@ -581,7 +580,8 @@ mod tests {
         let s = Store::new(10);
         let mut child = cm("child");
         child["metadata"]["ownerReferences"] = json!([{"uid": "u-parent"}]);
-        s.commit("/cm", "d/child", Expect::Absent, Some(child)).unwrap();
+        s.commit("/cm", "d/child", Expect::Absent, Some(child))
+            .unwrap();
         assert_eq!(s.dependents_of("u-parent").len(), 1);
         s.commit("/cm", "d/child", Expect::Any, None).unwrap();
         assert!(s.dependents_of("u-parent").is_empty());

@@ -58,7 +58,9 @@ pub fn human_duration(secs: i64) -> String {
 
 fn age(ts: Option<&str>) -> String {
     match ts.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()) {
-        Some(t) => human_duration((chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds()),
+        Some(t) => {
+            human_duration((chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds())
+        }
         None => "<unknown>".into(),
     }
 }
@@ -175,7 +177,9 @@ fn columns(def: &ResourceDef, version: &str) -> Vec<Value> {
 
 fn cells(def: &ResourceDef, version: &str, o: &Value) -> Vec<Value> {
     let name = s(o.pointer("/metadata/name"));
-    let created = o.pointer("/metadata/creationTimestamp").and_then(Value::as_str);
+    let created = o
+        .pointer("/metadata/creationTimestamp")
+        .and_then(Value::as_str);
     let a = json!(age(created));
     match (def.group.as_str(), def.kind.as_str()) {
         ("", "ConfigMap") => vec![
@@ -187,7 +191,11 @@ fn cells(def: &ResourceDef, version: &str, o: &Value) -> Vec<Value> {
         ("", "Namespace") => vec![name, s(o.pointer("/status/phase")), a],
         ("", "ServiceAccount") => vec![
             name,
-            json!(o.get("secrets").and_then(Value::as_array).map_or(0, Vec::len)),
+            json!(
+                o.get("secrets")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len)
+            ),
             a,
         ],
         ("", "Service") => {
@@ -234,7 +242,11 @@ fn cells(def: &ResourceDef, version: &str, o: &Value) -> Vec<Value> {
             let n = |p: &str| o.pointer(p).and_then(Value::as_i64).unwrap_or(0);
             vec![
                 name,
-                json!(format!("{}/{}", n("/status/readyReplicas"), n("/spec/replicas"))),
+                json!(format!(
+                    "{}/{}",
+                    n("/status/readyReplicas"),
+                    n("/spec/replicas")
+                )),
                 json!(n("/status/updatedReplicas")),
                 json!(n("/status/availableReplicas")),
                 a,
@@ -253,8 +265,13 @@ fn cells(def: &ResourceDef, version: &str, o: &Value) -> Vec<Value> {
             let io = o.get("involvedObject");
             let object = format!(
                 "{}/{}",
-                io.and_then(|i| i.get("kind")).and_then(Value::as_str).unwrap_or("").to_lowercase(),
-                io.and_then(|i| i.get("name")).and_then(Value::as_str).unwrap_or("")
+                io.and_then(|i| i.get("kind"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_lowercase(),
+                io.and_then(|i| i.get("name"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
             );
             vec![
                 json!(age(last)),
@@ -354,7 +371,10 @@ mod tests {
             json_path(&o, ".status.conditions[?(@.type==\"Ready\")].status"),
             Some(&json!("True"))
         );
-        assert_eq!(json_path(&o, ".status.conditions[0].type"), Some(&json!("A")));
+        assert_eq!(
+            json_path(&o, ".status.conditions[0].type"),
+            Some(&json!("A"))
+        );
         assert_eq!(json_path(&o, ".spec.x"), None);
     }
 

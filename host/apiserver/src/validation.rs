@@ -102,11 +102,8 @@ fn join(path: &str, key: &str) -> String {
 }
 
 fn walk(v: &mut Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) {
-    if v.is_null() {
-        if schema.get("nullable").and_then(Value::as_bool) == Some(true) {
-            return;
-        }
-        // kube-apiserver drops nulls for non-nullable fields during pruning/defaulting.
+    if v.is_null() && schema.get("nullable").and_then(Value::as_bool) == Some(true) {
+        return;
     }
     let int_or_string = schema
         .get("x-kubernetes-int-or-string")
@@ -117,7 +114,10 @@ fn walk(v: &mut Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) {
             causes.push(invalid(
                 path,
                 v,
-                format!("{path} in body must be of type int-or-string: \"{}\"", type_name(v)),
+                format!(
+                    "{path} in body must be of type int-or-string: \"{}\"",
+                    type_name(v)
+                ),
             ));
         }
         return;
@@ -141,7 +141,10 @@ fn walk(v: &mut Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) {
         causes.push(Cause {
             reason: "FieldValueNotSupported",
             field: path.to_string(),
-            message: format!("Unsupported value: {}: supported values: {supported}", show(v)),
+            message: format!(
+                "Unsupported value: {}: supported values: {supported}",
+                show(v)
+            ),
         });
     }
     match v {

@@ -64,7 +64,10 @@ impl Ctx {
             m.insert("apiVersion".into(), json!(self.api_version));
         }
         if self.p.as_table {
-            let rv = v.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""));
+            let rv = v
+                .pointer("/metadata/resourceVersion")
+                .cloned()
+                .unwrap_or(json!(""));
             crate::table::table(
                 &self.def,
                 &self.version,
@@ -137,7 +140,13 @@ pub fn watch(app: Arc<App>, def: Arc<ResourceDef>, version: String, p: WatchPara
     }))
 }
 
-async fn run(app: Arc<App>, def: Arc<ResourceDef>, version: String, p: WatchParams, tx: mpsc::Sender<Bytes>) {
+async fn run(
+    app: Arc<App>,
+    def: Arc<ResourceDef>,
+    version: String,
+    p: WatchParams,
+    tx: mpsc::Sender<Bytes>,
+) {
     let (cut_events, cut_ms) = app.faults.watch_cuts();
     let mut ctx = Ctx {
         api_version: def.group_version(&version),

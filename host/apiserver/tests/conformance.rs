@@ -23,7 +23,9 @@ use serde_json::json;
 async fn typed_crud_with_conflicts_and_not_found() -> anyhow::Result<()> {
     let (srv, client) = server().await?;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let created = api.create(&PostParams::default(), &cm("a", &[("k", "1")])).await?;
+    let created = api
+        .create(&PostParams::default(), &cm("a", &[("k", "1")]))
+        .await?;
     assert!(created.metadata.uid.is_some());
     assert!(created.metadata.creation_timestamp.is_some());
     let first_rv = rv(&created.metadata);
@@ -61,7 +63,9 @@ async fn typed_crud_with_conflicts_and_not_found() -> anyhow::Result<()> {
 async fn noop_update_does_not_bump_resource_version() -> anyhow::Result<()> {
     let (srv, client) = server().await?;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let created = api.create(&PostParams::default(), &cm("a", &[("k", "1")])).await?;
+    let created = api
+        .create(&PostParams::default(), &cm("a", &[("k", "1")]))
+        .await?;
     let same = api.replace("a", &PostParams::default(), &created).await?;
     assert_eq!(rv(&same.metadata), rv(&created.metadata));
     srv.shutdown().await;
@@ -79,7 +83,10 @@ async fn generate_name_and_namespace_must_exist() -> anyhow::Result<()> {
     assert!(created.name_any().starts_with("gen-") && created.name_any().len() == 9);
     let nowhere: Api<ConfigMap> = Api::namespaced(client, "nowhere");
     let e = status(nowhere.create(&PostParams::default(), &cm("x", &[])).await);
-    assert_eq!((e.code, e.message.as_str()), (404, "namespaces \"nowhere\" not found"));
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (404, "namespaces \"nowhere\" not found")
+    );
     srv.shutdown().await;
     Ok(())
 }
@@ -91,16 +98,28 @@ async fn list_with_selectors_and_consistent_pagination() -> anyhow::Result<()> {
     for i in 0..25 {
         let mut c = cm(&format!("cm-{i:02}"), &[]);
         c.metadata.labels = Some(BTreeMap::from([
-            ("parity".to_string(), if i % 2 == 0 { "even" } else { "odd" }.to_string()),
+            (
+                "parity".to_string(),
+                if i % 2 == 0 { "even" } else { "odd" }.to_string(),
+            ),
             ("idx".to_string(), i.to_string()),
         ]));
         api.create(&PostParams::default(), &c).await?;
     }
-    let even = api.list(&ListParams::default().labels("parity=even")).await?;
+    let even = api
+        .list(&ListParams::default().labels("parity=even"))
+        .await?;
     assert_eq!(even.items.len(), 13);
-    let set = api.list(&ListParams::default().labels("idx in (1,2,3),parity!=odd")).await?;
-    assert_eq!(set.items.iter().map(|c| c.name_any()).collect::<Vec<_>>(), vec!["cm-02"]);
-    let by_name = api.list(&ListParams::default().fields("metadata.name=cm-07")).await?;
+    let set = api
+        .list(&ListParams::default().labels("idx in (1,2,3),parity!=odd"))
+        .await?;
+    assert_eq!(
+        set.items.iter().map(|c| c.name_any()).collect::<Vec<_>>(),
+        vec!["cm-02"]
+    );
+    let by_name = api
+        .list(&ListParams::default().fields("metadata.name=cm-07"))
+        .await?;
     assert_eq!(by_name.items.len(), 1);
     let bad = status(api.list(&ListParams::default().fields("data.x=1")).await);
     assert_eq!(bad.code, 400);
@@ -109,13 +128,19 @@ async fn list_with_selectors_and_consistent_pagination() -> anyhow::Result<()> {
     assert_eq!(page1.items.len(), 10);
     let token = page1.metadata.continue_.clone().expect("more pages");
     // Writes after the first page must not leak into the following pages.
-    api.create(&PostParams::default(), &cm("cm-99", &[])).await?;
+    api.create(&PostParams::default(), &cm("cm-99", &[]))
+        .await?;
     api.delete("cm-20", &DeleteParams::default()).await?;
     let mut names: Vec<String> = page1.items.iter().map(|c| c.name_any()).collect();
     let mut token = Some(token);
     while let Some(t) = token {
-        let page = api.list(&ListParams::default().limit(10).continue_token(&t)).await?;
-        assert_eq!(page.metadata.resource_version, page1.metadata.resource_version);
+        let page = api
+            .list(&ListParams::default().limit(10).continue_token(&t))
+            .await?;
+        assert_eq!(
+            page.metadata.resource_version,
+            page1.metadata.resource_version
+        );
         names.extend(page.items.iter().map(|c| c.name_any()));
         token = page.metadata.continue_.filter(|s| !s.is_empty());
     }
@@ -132,9 +157,16 @@ async fn watch_resumes_from_resource_version_without_gaps_or_duplicates() -> any
     let a = api.create(&PostParams::default(), &cm("a", &[])).await?;
     let from = rv(&a.metadata);
     api.create(&PostParams::default(), &cm("b", &[])).await?;
-    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"x": "1"}}))).await?;
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"x": "1"}})),
+    )
+    .await?;
     api.delete("b", &DeleteParams::default()).await?;
-    let stream = api.watch(&WatchParams::default().timeout(2), &from.to_string()).await?;
+    let stream = api
+        .watch(&WatchParams::default().timeout(2), &from.to_string())
+        .await?;
     let events: Vec<_> = stream.try_collect().await?;
     let seen: Vec<(String, String)> = events
         .iter()
@@ -158,14 +190,29 @@ async fn watch_resumes_from_resource_version_without_gaps_or_duplicates() -> any
 }
 
 #[tokio::test]
-async fn watch_with_label_selector_turns_label_changes_into_added_and_deleted() -> anyhow::Result<()> {
+async fn watch_with_label_selector_turns_label_changes_into_added_and_deleted() -> anyhow::Result<()>
+{
     let (srv, client) = server().await?;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     let a = api.create(&PostParams::default(), &cm("a", &[])).await?;
-    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"sel": "yes"}}}))).await?;
-    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"sel": "no"}}}))).await?;
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"sel": "yes"}}})),
+    )
+    .await?;
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"sel": "no"}}})),
+    )
+    .await?;
     let wp = WatchParams::default().labels("sel=yes").timeout(1);
-    let events: Vec<_> = api.watch(&wp, &rv(&a.metadata).to_string()).await?.try_collect().await?;
+    let events: Vec<_> = api
+        .watch(&wp, &rv(&a.metadata).to_string())
+        .await?
+        .try_collect()
+        .await?;
     let kinds: Vec<&str> = events
         .iter()
         .filter_map(|e| match e {
@@ -190,9 +237,13 @@ async fn watch_from_compacted_version_is_410_and_watcher_relists() -> anyhow::Re
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     let first = api.create(&PostParams::default(), &cm("c0", &[])).await?;
     for i in 1..10 {
-        api.create(&PostParams::default(), &cm(&format!("c{i}"), &[])).await?;
+        api.create(&PostParams::default(), &cm(&format!("c{i}"), &[]))
+            .await?;
     }
-    let mut stream = api.watch(&WatchParams::default(), &rv(&first.metadata).to_string()).await?.boxed();
+    let mut stream = api
+        .watch(&WatchParams::default(), &rv(&first.metadata).to_string())
+        .await?
+        .boxed();
     match stream.try_next().await? {
         Some(WatchEvent::Error(s)) => {
             assert_eq!((s.code, s.reason.as_str()), (410, "Expired"));
@@ -249,13 +300,19 @@ async fn server_side_apply_conflicts_between_managers_and_force() -> anyhow::Res
     let (srv, client) = server().await?;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     let a = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"x": "1"}});
-    api.patch("ssa", &PatchParams::apply("alice"), &Patch::Apply(&a)).await?;
+    api.patch("ssa", &PatchParams::apply("alice"), &Patch::Apply(&a))
+        .await?;
     let b = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"x": "2"}});
-    let conflict = status(api.patch("ssa", &PatchParams::apply("bob"), &Patch::Apply(&b)).await);
+    let conflict = status(
+        api.patch("ssa", &PatchParams::apply("bob"), &Patch::Apply(&b))
+            .await,
+    );
     assert_eq!((conflict.code, conflict.reason.as_str()), (409, "Conflict"));
     assert!(conflict.message.contains("alice"), "{}", conflict.message);
     assert!(conflict.message.contains(".data.x"), "{}", conflict.message);
-    let forced = api.patch("ssa", &PatchParams::apply("bob").force(), &Patch::Apply(&b)).await?;
+    let forced = api
+        .patch("ssa", &PatchParams::apply("bob").force(), &Patch::Apply(&b))
+        .await?;
     assert_eq!(forced.data.unwrap()["x"], "2");
     let managers: Vec<String> = forced
         .metadata
@@ -265,6 +322,48 @@ async fn server_side_apply_conflicts_between_managers_and_force() -> anyhow::Res
         .filter_map(|m| m.manager)
         .collect();
     assert!(managers.contains(&"bob".to_string()));
+    srv.shutdown().await;
+    Ok(())
+}
+
+/// Kubernetes SSA: applying the same value another manager applied makes the
+/// field shared; when the first manager stops applying it, it stays (the
+/// second still owns it). An apply that changes only ownership is a write.
+#[tokio::test]
+async fn server_side_apply_shared_ownership_survives_one_manager_letting_go() -> anyhow::Result<()>
+{
+    let (srv, client) = server().await?;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let both = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": {"x": "1", "y": "1"}});
+    api.patch("shared", &PatchParams::apply("alice"), &Patch::Apply(&both))
+        .await?;
+    let x_only = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": {"x": "1"}});
+    let shared = api
+        .patch("shared", &PatchParams::apply("bob"), &Patch::Apply(&x_only))
+        .await?;
+    let managers: Vec<String> = shared
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(managers.contains(&"bob".to_string()), "{managers:?}");
+    let y_only = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": {"y": "1"}});
+    let after = api
+        .patch(
+            "shared",
+            &PatchParams::apply("alice"),
+            &Patch::Apply(&y_only),
+        )
+        .await?;
+    let data = after.data.unwrap_or_default();
+    assert_eq!(
+        data.get("x").map(String::as_str),
+        Some("1"),
+        "bob still owns x"
+    );
+    assert_eq!(data.get("y").map(String::as_str), Some("1"));
     srv.shutdown().await;
     Ok(())
 }
@@ -281,12 +380,19 @@ async fn finalizers_hold_deletion_and_cannot_be_added_during_it() -> anyhow::Res
     assert!(held.metadata.deletion_timestamp.is_some());
 
     let add = json!({"metadata": {"finalizers": ["example.com/hold", "example.com/new"]}});
-    let e = status(api.patch("f", &PatchParams::default(), &Patch::Merge(&add)).await);
+    let e = status(
+        api.patch("f", &PatchParams::default(), &Patch::Merge(&add))
+            .await,
+    );
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-    assert!(e.message.contains("no new finalizers can be added if the object is being deleted"));
+    assert!(
+        e.message
+            .contains("no new finalizers can be added if the object is being deleted")
+    );
 
     let remove = json!({"metadata": {"finalizers": null}});
-    api.patch("f", &PatchParams::default(), &Patch::Merge(&remove)).await?;
+    api.patch("f", &PatchParams::default(), &Patch::Merge(&remove))
+        .await?;
     assert_eq!(status(api.get("f").await).code, 404);
     srv.shutdown().await;
     Ok(())
@@ -319,14 +425,16 @@ async fn delete_preconditions() -> anyhow::Result<()> {
 
 fn owned_by(name: &str, owner: &ConfigMap, block: bool) -> ConfigMap {
     let mut c = cm(name, &[]);
-    c.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-        api_version: "v1".into(),
-        kind: "ConfigMap".into(),
-        name: owner.name_any(),
-        uid: owner.metadata.uid.clone().unwrap_or_default(),
-        block_owner_deletion: Some(block),
-        controller: Some(true),
-    }]);
+    c.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: owner.name_any(),
+            uid: owner.metadata.uid.clone().unwrap_or_default(),
+            block_owner_deletion: Some(block),
+            controller: Some(true),
+        },
+    ]);
     c
 }
 
@@ -334,8 +442,11 @@ fn owned_by(name: &str, owner: &ConfigMap, block: bool) -> ConfigMap {
 async fn background_garbage_collection_removes_dependents() -> anyhow::Result<()> {
     let (srv, client) = server().await?;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let parent = api.create(&PostParams::default(), &cm("parent", &[])).await?;
-    api.create(&PostParams::default(), &owned_by("child", &parent, false)).await?;
+    let parent = api
+        .create(&PostParams::default(), &cm("parent", &[]))
+        .await?;
+    api.create(&PostParams::default(), &owned_by("child", &parent, false))
+        .await?;
     api.delete("parent", &DeleteParams::background()).await?;
     assert!(eventually(|| async { api.get_opt("child").await.ok().flatten().is_none() }).await);
     srv.shutdown().await;
@@ -346,20 +457,33 @@ async fn background_garbage_collection_removes_dependents() -> anyhow::Result<()
 async fn foreground_deletion_waits_for_dependents() -> anyhow::Result<()> {
     let (srv, client) = server().await?;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let parent = api.create(&PostParams::default(), &cm("parent", &[])).await?;
+    let parent = api
+        .create(&PostParams::default(), &cm("parent", &[]))
+        .await?;
     let mut child = owned_by("child", &parent, true);
     child.metadata.finalizers = Some(vec!["example.com/hold".into()]);
     api.create(&PostParams::default(), &child).await?;
     api.delete("parent", &DeleteParams::foreground()).await?;
     // The child is being deleted but held; the parent waits for it.
-    assert!(eventually(|| async {
-        api.get_opt("child").await.ok().flatten().is_some_and(|c| c.metadata.deletion_timestamp.is_some())
-    })
-    .await);
+    assert!(
+        eventually(|| async {
+            api.get_opt("child")
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|c| c.metadata.deletion_timestamp.is_some())
+        })
+        .await
+    );
     let p = api.get("parent").await?;
     assert!(p.metadata.deletion_timestamp.is_some());
     assert!(p.finalizers().contains(&"foregroundDeletion".to_string()));
-    api.patch("child", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await?;
+    api.patch(
+        "child",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await?;
     assert!(eventually(|| async { api.get_opt("parent").await.ok().flatten().is_none() }).await);
     srv.shutdown().await;
     Ok(())
@@ -369,12 +493,21 @@ async fn foreground_deletion_waits_for_dependents() -> anyhow::Result<()> {
 async fn orphan_deletion_keeps_dependents_without_owner() -> anyhow::Result<()> {
     let (srv, client) = server().await?;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let parent = api.create(&PostParams::default(), &cm("parent", &[])).await?;
-    api.create(&PostParams::default(), &owned_by("child", &parent, false)).await?;
+    let parent = api
+        .create(&PostParams::default(), &cm("parent", &[]))
+        .await?;
+    api.create(&PostParams::default(), &owned_by("child", &parent, false))
+        .await?;
     api.delete("parent", &DeleteParams::orphan()).await?;
     assert!(eventually(|| async { api.get_opt("parent").await.ok().flatten().is_none() }).await);
     let child = api.get("child").await?;
-    assert!(child.metadata.owner_references.unwrap_or_default().is_empty());
+    assert!(
+        child
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
     srv.shutdown().await;
     Ok(())
 }
@@ -387,11 +520,15 @@ async fn namespace_deletion_removes_its_contents() -> anyhow::Result<()> {
     ns.metadata.name = Some("doomed".into());
     nss.create(&PostParams::default(), &ns).await?;
     let api: Api<ConfigMap> = Api::namespaced(client, "doomed");
-    api.create(&PostParams::default(), &cm("inside", &[])).await?;
+    api.create(&PostParams::default(), &cm("inside", &[]))
+        .await?;
     nss.delete("doomed", &DeleteParams::default()).await?;
     let terminating = nss.get("doomed").await;
     if let Ok(t) = terminating {
-        assert_eq!(t.status.and_then(|s| s.phase).as_deref(), Some("Terminating"));
+        assert_eq!(
+            t.status.and_then(|s| s.phase).as_deref(),
+            Some("Terminating")
+        );
         let e = status(api.create(&PostParams::default(), &cm("late", &[])).await);
         assert_eq!(e.code, 403);
     }
@@ -406,15 +543,30 @@ async fn dry_run_writes_nothing() -> anyhow::Result<()> {
     let (srv, client) = server().await?;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     let before = srv.resource_version();
-    let pp = PostParams { dry_run: true, ..Default::default() };
+    let pp = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
     let out = api.create(&pp, &cm("dry", &[("a", "b")])).await?;
     assert_eq!(out.name_any(), "dry");
     assert!(api.get_opt("dry").await?.is_none());
     api.create(&PostParams::default(), &cm("real", &[])).await?;
     let after_create = srv.resource_version();
-    api.patch("real", &PatchParams::default().dry_run(), &Patch::Merge(json!({"data": {"x": "y"}}))).await?;
-    api.delete("real", &DeleteParams::default().dry_run()).await?;
-    assert!(api.get("real").await?.data.unwrap_or_default().get("x").is_none());
+    api.patch(
+        "real",
+        &PatchParams::default().dry_run(),
+        &Patch::Merge(json!({"data": {"x": "y"}})),
+    )
+    .await?;
+    api.delete("real", &DeleteParams::default().dry_run())
+        .await?;
+    assert!(
+        !api.get("real")
+            .await?
+            .data
+            .unwrap_or_default()
+            .contains_key("x")
+    );
     assert_eq!(srv.resource_version(), after_create);
     assert_eq!(after_create, before + 1);
     srv.shutdown().await;
@@ -434,20 +586,38 @@ async fn deployment_generation_and_status_subresource() -> anyhow::Result<()> {
     }))?;
     let d = api.create(&PostParams::default(), &d).await?;
     assert_eq!(d.metadata.generation, Some(1));
-    assert_eq!(d.status.as_ref().and_then(|s| s.replicas), None, "status is reset on create");
+    assert_eq!(
+        d.status.as_ref().and_then(|s| s.replicas),
+        None,
+        "status is reset on create"
+    );
     // Metadata-only change: no generation bump.
-    let d = api.patch("web", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}}))).await?;
+    let d = api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await?;
     assert_eq!(d.metadata.generation, Some(1));
     // Status through /status: no generation bump, spec ignored there.
     let d = api
-        .patch_status("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 7}, "status": {"replicas": 3}})))
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 7}, "status": {"replicas": 3}})),
+        )
         .await?;
     assert_eq!(d.metadata.generation, Some(1));
     assert_eq!(d.status.as_ref().and_then(|s| s.replicas), Some(3));
     assert_eq!(d.spec.as_ref().and_then(|s| s.replicas), Some(1));
     // Status on the main resource is ignored; spec change bumps generation.
     let d = api
-        .patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 2}, "status": {"replicas": 5}})))
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}, "status": {"replicas": 5}})),
+        )
         .await?;
     assert_eq!(d.metadata.generation, Some(2));
     assert_eq!(d.status.as_ref().and_then(|s| s.replicas), Some(3));
@@ -456,16 +626,28 @@ async fn deployment_generation_and_status_subresource() -> anyhow::Result<()> {
 }
 
 fn crd() -> anyhow::Result<CustomResourceDefinition> {
-    Ok(serde_yaml::from_str(include_str!("../../../tests/kubectl/widgets-crd.yaml"))?)
+    Ok(serde_yaml::from_str(include_str!(
+        "../../../tests/kubectl/widgets-crd.yaml"
+    ))?)
 }
 
 async fn widgets(client: &Client) -> anyhow::Result<Api<DynamicObject>> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.create(&PostParams::default(), &crd()?).await?;
     let established = crds.get("widgets.example.com").await?;
-    let conds = established.status.and_then(|s| s.conditions).unwrap_or_default();
-    assert!(conds.iter().any(|c| c.type_ == "Established" && c.status == "True"));
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1", "Widget"), "widgets");
+    let conds = established
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default();
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+    );
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    );
     Ok(Api::namespaced_with(client.clone(), "default", &ar))
 }
 
@@ -479,7 +661,9 @@ fn widget(name: &str, spec: serde_json::Value) -> anyhow::Result<DynamicObject> 
 async fn crd_registers_resources_in_discovery() -> anyhow::Result<()> {
     let (srv, client) = server().await?;
     widgets(&client).await?;
-    let discovery = kube::discovery::Discovery::new(client.clone()).run().await?;
+    let discovery = kube::discovery::Discovery::new(client.clone())
+        .run()
+        .await?;
     let group = discovery.get("example.com").expect("group discovered");
     let (ar, caps) = group
         .recommended_resources()
@@ -488,7 +672,11 @@ async fn crd_registers_resources_in_discovery() -> anyhow::Result<()> {
         .expect("Widget discovered");
     assert_eq!(ar.plural, "widgets");
     assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
-    assert!(caps.subresources.iter().any(|(s, _)| s.plural == "widgets/status" || s.plural == "status"));
+    assert!(
+        caps.subresources
+            .iter()
+            .any(|(s, _)| s.plural == "widgets/status" || s.plural == "status")
+    );
     srv.shutdown().await;
     Ok(())
 }
@@ -497,29 +685,68 @@ async fn crd_registers_resources_in_discovery() -> anyhow::Result<()> {
 async fn custom_resources_validate_prune_and_track_generation() -> anyhow::Result<()> {
     let (srv, client) = server().await?;
     let api = widgets(&client).await?;
-    let bad = status(api.create(&PostParams::default(), &widget("bad", json!({"size": "big"}))?).await);
+    let bad = status(
+        api.create(
+            &PostParams::default(),
+            &widget("bad", json!({"size": "big"}))?,
+        )
+        .await,
+    );
     assert_eq!((bad.code, bad.reason.as_str()), (422, "Invalid"));
     assert!(bad.message.contains("spec.size"), "{}", bad.message);
-    let missing = status(api.create(&PostParams::default(), &widget("m", json!({"color": "red"}))?).await);
-    assert!(missing.message.contains("spec.size: Required value"), "{}", missing.message);
+    let missing = status(
+        api.create(
+            &PostParams::default(),
+            &widget("m", json!({"color": "red"}))?,
+        )
+        .await,
+    );
+    assert!(
+        missing.message.contains("spec.size: Required value"),
+        "{}",
+        missing.message
+    );
 
     let w = api
-        .create(&PostParams::default(), &widget("w", json!({"size": 1, "unknown": true}))?)
+        .create(
+            &PostParams::default(),
+            &widget("w", json!({"size": 1, "unknown": true}))?,
+        )
         .await?;
-    assert!(w.data["spec"].get("unknown").is_none(), "unknown fields are pruned");
+    assert!(
+        w.data["spec"].get("unknown").is_none(),
+        "unknown fields are pruned"
+    );
     assert_eq!(w.metadata.generation, Some(1));
     let w = api
-        .patch_status("w", &PatchParams::default(), &Patch::Merge(json!({"status": {"ready": true}})))
+        .patch_status(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": true}})),
+        )
         .await?;
     assert_eq!(w.metadata.generation, Some(1));
     assert_eq!(w.data["status"]["ready"], true);
     let w = api
-        .patch("w", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"a": "b"}}})))
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"a": "b"}}})),
+        )
         .await?;
     assert_eq!(w.metadata.generation, Some(1));
-    let w = api.patch("w", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": 2}}))).await?;
+    let w = api
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 2}})),
+        )
+        .await?;
     assert_eq!(w.metadata.generation, Some(2));
-    assert_eq!(w.data["status"]["ready"], true, "main resource keeps status");
+    assert_eq!(
+        w.data["status"]["ready"], true,
+        "main resource keeps status"
+    );
     srv.shutdown().await;
     Ok(())
 }
@@ -528,17 +755,34 @@ async fn custom_resources_validate_prune_and_track_generation() -> anyhow::Resul
 async fn deleting_a_crd_removes_its_objects_and_resource() -> anyhow::Result<()> {
     let (srv, client) = server().await?;
     let api = widgets(&client).await?;
-    api.create(&PostParams::default(), &widget("w", json!({"size": 1}))?).await?;
+    api.create(&PostParams::default(), &widget("w", json!({"size": 1}))?)
+        .await?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.delete("widgets.example.com", &DeleteParams::default()).await?;
-    assert!(eventually(|| async { crds.get_opt("widgets.example.com").await.ok().flatten().is_none() }).await);
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await?;
+    assert!(
+        eventually(|| async {
+            crds.get_opt("widgets.example.com")
+                .await
+                .ok()
+                .flatten()
+                .is_none()
+        })
+        .await
+    );
     let e = status(api.list(&ListParams::default()).await);
     assert_eq!(e.code, 404);
     srv.shutdown().await;
     Ok(())
 }
 
-async fn raw(client: &Client, method: &str, path: &str, ct: &str, body: Vec<u8>) -> anyhow::Result<(u16, serde_json::Value)> {
+async fn raw(
+    client: &Client,
+    method: &str,
+    path: &str,
+    ct: &str,
+    body: Vec<u8>,
+) -> anyhow::Result<(u16, serde_json::Value)> {
     let req = http::Request::builder()
         .method(method)
         .uri(path)
@@ -546,31 +790,75 @@ async fn raw(client: &Client, method: &str, path: &str, ct: &str, body: Vec<u8>)
         .body(kube::client::Body::from(body))?;
     let resp = client.send(req).await?;
     let code = resp.status().as_u16();
-    let bytes = http_body_util::BodyExt::collect(resp.into_body()).await?.to_bytes();
-    Ok((code, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null)))
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await?
+        .to_bytes();
+    Ok((
+        code,
+        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+    ))
 }
 
 #[tokio::test]
 async fn bad_input_gets_kube_apiserver_answers() -> anyhow::Result<()> {
     let (srv, client) = server().await?;
     let cms = "/api/v1/namespaces/default/configmaps";
-    let (code, body) = raw(&client, "POST", cms, "application/json", b"{not json".to_vec()).await?;
+    let (code, body) = raw(
+        &client,
+        "POST",
+        cms,
+        "application/json",
+        b"{not json".to_vec(),
+    )
+    .await?;
     assert_eq!((code, body["reason"].as_str()), (400, Some("BadRequest")));
     assert_eq!(body["kind"], "Status");
     let (code, _) = raw(&client, "POST", cms, "application/yaml", b"a: [".to_vec()).await?;
     assert_eq!(code, 400);
     let wrong = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}});
-    let (code, _) = raw(&client, "POST", cms, "application/json", serde_json::to_vec(&wrong)?).await?;
+    let (code, _) = raw(
+        &client,
+        "POST",
+        cms,
+        "application/json",
+        serde_json::to_vec(&wrong)?,
+    )
+    .await?;
     assert_eq!(code, 400);
-    let (code, body) = raw(&client, "GET", "/api/v1/namespaces/default/gizmos", "application/json", vec![]).await?;
+    let (code, body) = raw(
+        &client,
+        "GET",
+        "/api/v1/namespaces/default/gizmos",
+        "application/json",
+        vec![],
+    )
+    .await?;
     assert_eq!((code, body["reason"].as_str()), (404, Some("NotFound")));
     let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"x": "a".repeat(4 << 20)}});
-    let (code, body) = raw(&client, "POST", cms, "application/json", serde_json::to_vec(&big)?).await?;
-    assert_eq!((code, body["reason"].as_str()), (413, Some("RequestEntityTooLarge")));
-    let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  k: v\n".to_vec();
+    let (code, body) = raw(
+        &client,
+        "POST",
+        cms,
+        "application/json",
+        serde_json::to_vec(&big)?,
+    )
+    .await?;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (413, Some("RequestEntityTooLarge"))
+    );
+    let yaml =
+        b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  k: v\n".to_vec();
     let (code, body) = raw(&client, "POST", cms, "application/yaml", yaml).await?;
     assert_eq!((code, body["data"]["k"].as_str()), (201, Some("v")));
-    let (code, body) = raw(&client, "POST", cms, "application/json", serde_json::to_vec(&json!({"metadata": {"name": "Bad_Name"}}))?).await?;
+    let (code, body) = raw(
+        &client,
+        "POST",
+        cms,
+        "application/json",
+        serde_json::to_vec(&json!({"metadata": {"name": "Bad_Name"}}))?,
+    )
+    .await?;
     assert_eq!((code, body["reason"].as_str()), (422, Some("Invalid")));
     assert_eq!(body["details"]["causes"][0]["field"], "metadata.name");
     srv.shutdown().await;

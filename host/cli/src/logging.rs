@@ -24,8 +24,9 @@ pub struct LogArgs {
 /// like `render` and `crds` keep stdout for their output.
 pub fn init(args: &LogArgs) -> anyhow::Result<()> {
     let filter = match &args.log_level {
-        Some(level) => EnvFilter::try_new(level)
-            .with_context(|| format!("invalid --log-level {level:?}"))?,
+        Some(level) => {
+            EnvFilter::try_new(level).with_context(|| format!("invalid --log-level {level:?}"))?
+        }
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
     };
     let builder = tracing_subscriber::fmt()

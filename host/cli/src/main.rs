@@ -28,12 +28,22 @@ enum Command {
     Crds(cmd::crds::CrdsArgs),
     /// Run the operator: one controller per WasmController, until SIGINT/SIGTERM.
     Run(cmd::run::RunArgs),
+    /// Embedded API server + host + example plugins and parents in one process.
+    Dev(cmd::dev::DevArgs),
     /// Print the least-privilege RBAC (ClusterRole, Lease Role, bindings) for WasmControllers.
     Rbac(cmd::rbac::RbacArgs),
+    /// Encode a component as the ConfigMap(s) a WasmController loads (compressed, chunked as needed).
+    Publish(cmd::publish::PublishArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if matches!(cli.command, Command::Dev(_))
+        && cli.log.log_level.is_none()
+        && std::env::var_os("RUST_LOG").is_none()
+    {
+        cli.log.log_level = Some(cmd::dev::DEFAULT_LOG_FILTER.to_string());
+    }
     if let Err(err) = logging::init(&cli.log) {
         eprintln!("error: {err:#}");
         return ExitCode::FAILURE;
@@ -44,6 +54,8 @@ fn main() -> ExitCode {
         Command::Crds(args) => cmd::crds::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Rbac(args) => cmd::rbac::run(args),
+        Command::Dev(args) => cmd::dev::run(args),
+        Command::Publish(args) => cmd::publish::run(args),
     };
     match result {
         Ok(code) => code,

@@ -23,6 +23,15 @@ use tokio::sync::watch;
 use crate::apply::controller_uid;
 use crate::queue::ObjectKey;
 
+/// Drops `metadata.managedFields` before an object is cached: the engine never
+/// reads them (drift is judged on the desired fields and the applied-hash
+/// annotation), and for server-side-applied children they are often as large as
+/// the rest of the object — the same trim controller-runtime and kube-rs users
+/// apply to their caches. Plugins see observed children without them too.
+pub fn strip_managed_fields(obj: &mut DynamicObject) {
+    obj.metadata.managed_fields = None;
+}
+
 /// A change seen by a cache: `old` and/or `new` state of one object.
 pub struct Change<'a> {
     /// The object before the change (None when added).
@@ -339,6 +348,7 @@ impl CacheRegistry {
         let kind = ar.kind.clone();
         let handle = tokio::spawn(async move {
             let mut stream = watcher::watcher(api, watcher::Config::default())
+                .modify(strip_managed_fields)
                 .default_backoff()
                 .boxed();
             let mut relist = None;
@@ -391,6 +401,18 @@ mod tests {
             v["metadata"]["ownerReferences"] = json!([{"apiVersion": "x/v1", "kind": "P", "name": "p", "uid": o, "controller": true}]);
         }
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn managed_fields_are_stripped_and_the_rest_kept() {
+        let mut o = cm("a", "1", Some("u1"));
+        o.metadata.managed_fields = Some(vec![Default::default()]);
+        o.data = json!({"data": {"k": "v"}});
+        strip_managed_fields(&mut o);
+        assert!(o.metadata.managed_fields.is_none());
+        assert_eq!(o.metadata.resource_version.as_deref(), Some("1"));
+        assert_eq!(controller_uid(&o), Some("u1"));
+        assert_eq!(o.data["data"]["k"], "v");
     }
 
     #[test]

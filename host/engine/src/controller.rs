@@ -17,6 +17,7 @@ use wr_runtime::CallLimits;
 use crate::cache::{CacheRegistry, Change, KindCache, Subscription, key_of};
 use crate::crd::{RelatedResource, RelatedScope, UpdateMethod, WasmControllerSpec};
 use crate::events::EventRecorder;
+use crate::observe::EngineObserver;
 use crate::plugin::ReconcilePlugin;
 use crate::queue::{Backoff, ObjectKey, WorkQueue};
 use crate::resolve::{ResolveError, Resolved, resolve};
@@ -24,6 +25,9 @@ use crate::validate::DeclaredKind;
 
 /// Default full resync period.
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(600);
+/// Delay between the last old-version pass finishing and the second pass over
+/// all parents after a plugin swap (time for the watch to deliver its writes).
+pub const SWAP_SETTLE: Duration = Duration::from_millis(500);
 /// Default concurrency per controller.
 pub const DEFAULT_CONCURRENCY: u32 = 4;
 
@@ -89,7 +93,7 @@ pub(crate) struct Controller {
     pub children: Vec<ChildKind>,
     pub declared: Vec<DeclaredKind>,
     pub related: Vec<RelatedKind>,
-    pub plugin: RwLock<Arc<dyn ReconcilePlugin>>,
+    pub plugin: RwLock<Arc<Epoch>>,
     pub config: Option<Value>,
     pub limits: CallLimits,
     pub resync: Duration,
@@ -98,6 +102,7 @@ pub(crate) struct Controller {
     pub permanent: Mutex<HashMap<ObjectKey, PermanentFailure>>,
     pub health: Mutex<HashMap<ObjectKey, bool>>,
     pub stats: Arc<ControllerStats>,
+    pub observer: Option<Arc<dyn EngineObserver>>,
 }
 
 impl Controller {
@@ -105,6 +110,15 @@ impl Controller {
         self.plugin
             .read()
             .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The serving plugin itself (not its epoch wrapper).
+    pub fn serving_plugin(&self) -> Arc<dyn ReconcilePlugin> {
+        self.plugin
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
             .clone()
     }
 
@@ -127,6 +141,27 @@ impl Controller {
     }
 }
 
+/// One installed plugin version. Passes clone the `Arc` for their duration, so
+/// its strong count tells how many passes still run on this version.
+pub struct Epoch(Arc<dyn ReconcilePlugin>);
+
+impl ReconcilePlugin for Epoch {
+    fn digest(&self) -> &str {
+        self.0.digest()
+    }
+
+    fn reconcile<'a>(
+        &'a self,
+        req: &'a wr_runtime::ReconcileRequest,
+        limits: &'a CallLimits,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<wr_runtime::ReconcileResponse, crate::plugin::PluginError>,
+    > {
+        self.0.reconcile(req, limits)
+    }
+}
+
 /// Which field of the spec a start failure is about.
 #[derive(Debug, thiserror::Error)]
 #[error("{field}: {source}")]
@@ -145,6 +180,8 @@ pub struct ControllerSettings {
     pub default_resync: Duration,
     /// Backoff of failed reconciles.
     pub backoff: Backoff,
+    /// Metrics/probe seam ([`crate::observe`]).
+    pub observer: Option<Arc<dyn EngineObserver>>,
 }
 
 /// A started controller; stop it with [`ControllerHandle::stop`].
@@ -160,12 +197,36 @@ impl ControllerHandle {
         self.ctl.stats.clone()
     }
 
-    /// Swaps the plugin without restarting anything (hot reload).
+    /// Swaps the plugin without restarting anything (hot reload): reconciles
+    /// in flight finish on the old version (each pass takes the plugin once),
+    /// every parent is re-enqueued for the new one.
+    ///
+    /// Once the last pass on the old version has finished (its [`Epoch`] has no
+    /// holder left) every parent is enqueued once more, [`SWAP_SETTLE`] later: a
+    /// pass that started on the new version while an old-version status write
+    /// was in flight may have read the parent from a cache that had not seen
+    /// that write, and status-only changes do not trigger reconciles.
     pub fn swap_plugin(&self, plugin: Arc<dyn ReconcilePlugin>) {
-        *self.ctl.plugin.write().unwrap_or_else(|e| e.into_inner()) = plugin;
+        let old = std::mem::replace(
+            &mut *self.ctl.plugin.write().unwrap_or_else(|e| e.into_inner()),
+            Arc::new(Epoch(plugin)),
+        );
         for k in self.ctl.parent_cache.keys() {
             self.ctl.queue.add(k);
         }
+        let weak = Arc::downgrade(&self.ctl);
+        tokio::spawn(async move {
+            while Arc::strong_count(&old) > 1 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            drop(old);
+            tokio::time::sleep(SWAP_SETTLE).await;
+            if let Some(c) = weak.upgrade() {
+                for k in c.parent_cache.keys() {
+                    c.queue.add(k);
+                }
+            }
+        });
     }
 
     /// Parents whose last reconcile succeeded / failed.
@@ -265,7 +326,7 @@ pub(crate) async fn start(
         children,
         declared,
         related,
-        plugin: RwLock::new(plugin),
+        plugin: RwLock::new(Arc::new(Epoch(plugin))),
         config: spec.plugin.config.clone(),
         limits: call_limits,
         resync: spec
@@ -278,6 +339,7 @@ pub(crate) async fn start(
         permanent: Mutex::new(HashMap::new()),
         health: Mutex::new(HashMap::new()),
         stats: Arc::new(ControllerStats::default()),
+        observer: settings.observer.clone(),
     });
     let subs = subscribe(&ctl);
     let mut tasks = Vec::new();
@@ -314,12 +376,44 @@ pub(crate) async fn start(
                     );
                     continue;
                 }
-                let outcome = crate::reconcile::reconcile(&c, &key).await;
+                let outcome = crate::observe::observed(
+                    c.observer.as_deref(),
+                    &c.name,
+                    crate::reconcile::reconcile(&c, &key),
+                )
+                .await;
                 c.queue.done(&key, outcome);
             }
         }));
     }
+    if let Some(obs) = ctl.observer.clone() {
+        tasks.push(tokio::spawn(sample(ctl.clone(), obs)));
+    }
     Ok(ControllerHandle { ctl, subs, tasks })
+}
+
+/// Reports queue depth/age and overdue finalizers about once a second until
+/// the queue closes (gauges, so sampling is enough).
+async fn sample(c: Arc<Controller>, obs: Arc<dyn EngineObserver>) {
+    const EVERY: Duration = Duration::from_secs(1);
+    let mut tick = 0u32;
+    while !c.queue.is_closed() {
+        let (depth, oldest) = c.queue.depth_and_oldest();
+        obs.queue(&c.name, depth, oldest);
+        if tick.is_multiple_of(10) {
+            let threshold = obs.finalizer_threshold();
+            let overdue = c
+                .parent_cache
+                .keys()
+                .iter()
+                .filter_map(|k| c.parent_cache.get(k))
+                .filter(|p| crate::observe::finalizer_overdue(p, &c.finalizer, threshold))
+                .count();
+            obs.finalizers_pending(&c.name, overdue);
+        }
+        tick = tick.wrapping_add(1);
+        tokio::time::sleep(EVERY).await;
+    }
 }
 
 fn caches_synced(c: &Controller) -> bool {
@@ -348,6 +442,16 @@ pub(crate) fn parent_change_matters(ch: &Change<'_>) -> bool {
 
 fn subscribe(ctl: &Arc<Controller>) -> Vec<Subscription> {
     let mut subs = Vec::new();
+    if let Some(obs) = ctl.observer.clone() {
+        let name = ctl.name.clone();
+        subs.push(ctl.parent_cache.subscribe(move |ch| {
+            if let (Some(old), Some(new)) = (ch.old, ch.new)
+                && let Some(d) = crate::observe::not_ready_duration(old, new)
+            {
+                obs.parent_became_ready(&name, d);
+            }
+        }));
+    }
     let weak = Arc::downgrade(ctl);
     subs.push(ctl.parent_cache.subscribe(move |ch| {
         let Some(c) = weak.upgrade() else { return };

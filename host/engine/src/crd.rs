@@ -176,6 +176,37 @@ pub struct PluginSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "any_json")]
     pub config: Option<serde_json::Value>,
+    /// Automatic rollback of a new version that faults too often.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<RollbackPolicy>,
+}
+
+/// Judges a newly loaded plugin version by its first reconciles: when more than
+/// `maxFaultPercent` of its first `reconciles` calls end in a fault (trap,
+/// timeout, fuel, memory) or a permanent error, the previous version is restored.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackPolicy {
+    /// How many plugin calls of the new version are judged. Default 20.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub reconciles: Option<u32>,
+    /// Largest acceptable share of failed calls, in percent. Default 50.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub max_fault_percent: Option<u32>,
+}
+
+impl RollbackPolicy {
+    /// Calls judged (default 20).
+    pub fn window(&self) -> u32 {
+        self.reconciles.unwrap_or(20).max(1)
+    }
+
+    /// Threshold in percent (default 50).
+    pub fn threshold(&self) -> u32 {
+        self.max_fault_percent.unwrap_or(50).min(100)
+    }
 }
 
 /// A ConfigMap key holding a component.
@@ -273,6 +304,12 @@ pub struct WasmControllerStatus {
     /// `sha256:<hex>` of the plugin currently serving this controller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin_digest: Option<String>,
+    /// When the serving plugin was loaded (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_loaded_at: Option<String>,
+    /// resourceVersion of the plugin ConfigMap the serving plugin was read from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_source_resource_version: Option<String>,
     /// Parents whose last reconcile succeeded.
     #[serde(default)]
     pub parents_ready: u32,

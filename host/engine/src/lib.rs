@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod cache;
+pub mod chunked;
 pub mod controller;
 pub mod crd;
 pub mod diff;
@@ -16,15 +17,19 @@ pub mod errors;
 pub mod events;
 pub mod finalize;
 pub mod manager;
+pub mod observe;
 pub mod plugin;
 pub mod plugin_source;
+pub mod plugin_watch;
 pub mod queue;
 mod reconcile;
 pub mod resolve;
+pub mod rollout;
 pub mod status;
 pub mod validate;
 pub mod wasm;
 
 pub use crd::{WasmController, WasmControllerSpec, WasmControllerStatus, crd_yaml};
 pub use manager::{EngineError, Manager, ManagerHandle, ManagerOptions, engine_config};
+pub use observe::{EngineObserver, FaultClass, ReconcileResult};
 pub use plugin::{PluginError, PluginLoader, ReconcilePlugin};

@@ -6,8 +6,10 @@
 //! finalizer ([`CLEANUP_FINALIZER`]) on every WasmController so that deleting
 //! one can first remove that controller's finalizer from all of its parents —
 //! otherwise parents would be stuck terminating forever (a known Metacontroller
-//! bug). It re-reads each controller's plugin source every
-//! [`ManagerOptions::plugin_poll`] and hot-swaps the plugin when its digest changes.
+//! bug). Plugin ConfigMaps are watched ([`crate::plugin_watch`]): a change
+//! re-syncs the controller, which verifies, compiles (off the reconcile path)
+//! and atomically swaps the new version in, then re-enqueues every parent. A
+//! version that fails to load is refused and the previous one keeps serving.
 //!
 //! Names: field manager `wasm-reconciler/<controller>`, finalizer on parents
 //! `wasm-reconciler.dev/<controller>`.
@@ -26,11 +28,14 @@ use crate::controller::{self, ControllerHandle, ControllerSettings, ControllerSt
 use crate::crd::{WasmController, WasmControllerSpec, WasmControllerStatus};
 use crate::diff::stable_hash;
 use crate::errors::{ApiErrorClass, classify};
+use crate::events::{EventKind, EventRecorder, Regarding};
 use crate::finalize;
 use crate::plugin::{PluginLoader, ReconcilePlugin};
-use crate::plugin_source;
+use crate::plugin_source::{self, Fetched, SourceError};
+use crate::plugin_watch::SourceWatch;
 use crate::queue::{Backoff, ObjectKey, Outcome, WorkQueue};
 use crate::resolve::resolve;
+use crate::rollout::{Judge, Judged, Verdict};
 
 /// Finalizer the manager puts on WasmControllers.
 pub const CLEANUP_FINALIZER: &str = "wasm-reconciler.dev/cleanup";
@@ -44,8 +49,13 @@ pub struct ManagerOptions {
     pub default_resync: Duration,
     /// Backoff of failed reconciles (parents and WasmControllers).
     pub backoff: Backoff,
-    /// How often each controller's plugin source is re-read for hot reload.
+    /// How often each controller is re-synced without a trigger (status
+    /// counters; re-reading a `path` source). ConfigMap sources are watched,
+    /// so their changes do not wait for this.
     pub plugin_poll: Duration,
+    /// Told about reconciles, plugin calls, queues and cache sync (metrics
+    /// and probes; see [`crate::observe`]). `None`: nothing is recorded.
+    pub observer: Option<Arc<dyn crate::observe::EngineObserver>>,
 }
 
 impl Default for ManagerOptions {
@@ -54,6 +64,7 @@ impl Default for ManagerOptions {
             default_resync: controller::DEFAULT_RESYNC,
             backoff: Backoff::default(),
             plugin_poll: Duration::from_secs(5),
+            observer: None,
         }
     }
 }
@@ -78,6 +89,8 @@ struct Inner {
     opts: ManagerOptions,
     caches: Arc<CacheRegistry>,
     running: tokio::sync::Mutex<HashMap<String, Running>>,
+    plugins: std::sync::Mutex<HashMap<String, PluginState>>,
+    events: EventRecorder,
     wc_ar: ApiResource,
 }
 
@@ -133,6 +146,8 @@ impl Manager {
         Self {
             inner: Arc::new(Inner {
                 caches: Arc::new(CacheRegistry::new(client.clone())),
+                events: EventRecorder::new(client.clone(), MANAGER_FIELD_MANAGER.into()),
+                plugins: std::sync::Mutex::new(HashMap::new()),
                 client,
                 loader,
                 opts,
@@ -170,12 +185,15 @@ impl Manager {
             let cache = cache.clone();
             tokio::spawn(async move {
                 cache.wait_synced().await;
+                if let Some(obs) = &inner.opts.observer {
+                    obs.caches_synced();
+                }
                 for k in cache.keys() {
                     queue.add(k);
                 }
                 while let Some(key) = queue.next().await {
                     let wc = cache.get(&key);
-                    let outcome = sync_controller(&inner, &key, wc.as_deref()).await;
+                    let outcome = sync_controller(&inner, &queue, &key, wc.as_deref()).await;
                     queue.done(&key, outcome);
                 }
             })
@@ -183,9 +201,12 @@ impl Manager {
         shutdown.await;
         queue.close();
         let _ = worker.await;
-        let running: Vec<Running> = inner.running.lock().await.drain().map(|(_, r)| r).collect();
-        for r in running {
+        let running: Vec<(String, Running)> = inner.running.lock().await.drain().collect();
+        for (name, r) in running {
             r.handle.stop().await;
+            if let Some(obs) = &inner.opts.observer {
+                obs.controller_removed(&name);
+            }
         }
         Ok(())
     }
@@ -193,6 +214,7 @@ impl Manager {
 
 async fn sync_controller(
     inner: &Arc<Inner>,
+    queue: &Arc<WorkQueue>,
     key: &ObjectKey,
     obj: Option<&DynamicObject>,
 ) -> Outcome {
@@ -275,65 +297,140 @@ async fn sync_controller(
         return Outcome::Success { next: None };
     }
 
-    let (bytes, digest) = match plugin_source::fetch(&inner.client, &wc.spec.plugin).await {
-        Ok(x) => x,
-        Err(e) => {
-            set_cond(
-                &mut status,
-                "PluginLoaded",
-                false,
-                "SourceUnavailable",
-                &e.to_string(),
-                generation,
-            );
-            write_wc_status(&api, &wc, status).await;
+    let wc_key = key.clone();
+    let fetched = match read_source(inner, queue, &name, &wc.spec.plugin, &wc_key).await {
+        Ok(f) => f,
+        Err(SourceError::NotSynced { .. }) => {
             return Outcome::Failure {
-                at_least: Some(inner.opts.plugin_poll),
+                at_least: Some(Duration::from_secs(1)),
+            };
+        }
+        Err(e) => {
+            tracing::warn!(controller = %name, reason = e.reason(), error = %e, "plugin source refused; previous version keeps running");
+            refuse(inner, &api, &wc, status, e.reason(), &e.to_string()).await;
+            return Outcome::Success {
+                next: Some(inner.opts.plugin_poll),
             };
         }
     };
+    let digest = fetched.digest.clone();
     let spec_hash = stable_hash(&serde_json::to_value(&wc.spec).unwrap_or_default());
-    let mut running = inner.running.lock().await;
-    let current = running
+    let current = inner
+        .running
+        .lock()
+        .await
         .get(&name)
         .map(|r| (r.spec_hash.clone(), r.digest.clone()));
+
+    // Automatic rollback: the serving version failed its judgement.
+    if let Some((_, cur)) = &current
+        && let Some(msg) = rollback_if_failed(inner, &name, cur).await
+    {
+        inner.events.record(
+            &wc_regarding(&wc),
+            EventKind::Warning,
+            "PluginRolledBack",
+            &msg,
+        );
+        set_cond(
+            &mut status,
+            "PluginLoaded",
+            false,
+            "RolledBack",
+            &msg,
+            generation,
+        );
+        fill_plugin_status(inner, &name, &mut status).await;
+        write_wc_status(&api, &wc, status).await;
+        return Outcome::Success {
+            next: Some(inner.opts.plugin_poll),
+        };
+    }
+    let still_rolled_back = {
+        let mut st = lock(&inner.plugins);
+        let ps = st.entry(name.clone()).or_default();
+        match &ps.rolled_back {
+            Some(bad) if *bad == digest => true,
+            _ => {
+                ps.rolled_back = None;
+                false
+            }
+        }
+    };
+    if still_rolled_back {
+        // Still the version we rolled back from: keep the old one and say so.
+        fill_plugin_status(inner, &name, &mut status).await;
+        write_wc_status(&api, &wc, status).await;
+        return Outcome::Success {
+            next: Some(inner.opts.plugin_poll),
+        };
+    }
+
     let needs_plugin = current.as_ref().map(|(_, d)| d != &digest).unwrap_or(true);
     let plugin: Option<Arc<dyn ReconcilePlugin>> = if needs_plugin {
-        match inner.loader.load(bytes).await {
-            Ok(p) => Some(p),
+        let failed_before = lock(&inner.plugins)
+            .get(&name)
+            .and_then(|p| p.failed_digest.clone())
+            == Some(digest.clone());
+        if failed_before {
+            // Same broken bytes as last time: nothing to retry until the source changes.
+            return Outcome::Success {
+                next: Some(inner.opts.plugin_poll),
+            };
+        }
+        let started = std::time::Instant::now();
+        let loaded = inner.loader.load(fetched.bytes.clone()).await;
+        if let Some(obs) = &inner.opts.observer {
+            obs.plugin_loaded(&name, current.is_some(), loaded.is_ok());
+        }
+        match loaded {
+            Ok(p) => {
+                tracing::info!(controller = %name, digest = %digest, load_ms = started.elapsed().as_millis() as u64, "plugin compiled");
+                Some(p)
+            }
             Err(msg) => {
-                drop(running);
-                tracing::warn!(controller = %name, error = %msg, "plugin failed to load");
-                set_cond(
-                    &mut status,
-                    "PluginLoaded",
-                    false,
+                tracing::warn!(controller = %name, digest = %digest, error = %msg, "plugin failed to load; previous version keeps running");
+                lock(&inner.plugins)
+                    .entry(name.clone())
+                    .or_default()
+                    .failed_digest = Some(digest.clone());
+                refuse(
+                    inner,
+                    &api,
+                    &wc,
+                    status,
                     "LoadFailed",
-                    &msg,
-                    generation,
-                );
-                write_wc_status(&api, &wc, status).await;
-                return Outcome::Failure {
-                    at_least: Some(inner.opts.plugin_poll),
+                    &format!("{digest}: {msg}"),
+                )
+                .await;
+                return Outcome::Success {
+                    next: Some(inner.opts.plugin_poll),
                 };
             }
         }
     } else {
         None
     };
+    let mut running = inner.running.lock().await;
+    let loaded_now = plugin.is_some();
     match (current, plugin) {
         (Some((h, _)), Some(p)) if h == spec_hash => {
             tracing::info!(controller = %name, digest = %digest, action = "hot-reload", "plugin changed; swapping");
             if let Some(r) = running.get_mut(&name) {
+                let old = (r.digest.clone(), r.handle.ctl.serving_plugin());
+                let p = judged(inner, queue, &wc_key, &wc.spec, p, &digest);
                 r.handle.swap_plugin(p);
                 r.digest = digest.clone();
+                let mut st = lock(&inner.plugins);
+                let ps = st.entry(name.clone()).or_default();
+                ps.previous = Some(old);
             }
         }
         (Some((h, _)), None) if h == spec_hash => {}
         (cur, p) => {
             let plugin = match (p, running.get(&name)) {
                 (Some(p), _) => p,
-                (None, Some(r)) => r.handle.ctl.plugin(),
+                (None, Some(r)) => r.handle.ctl.serving_plugin(),
                 (None, None) => {
                     return Outcome::Failure { at_least: None };
                 }
@@ -347,6 +444,7 @@ async fn sync_controller(
             let settings = ControllerSettings {
                 default_resync: inner.opts.default_resync,
                 backoff: inner.opts.backoff,
+                observer: inner.opts.observer.clone(),
             };
             match controller::start(
                 &inner.client,
@@ -395,14 +493,249 @@ async fn sync_controller(
         .map(|r| r.handle.health_counts())
         .unwrap_or((0, 0));
     drop(running);
-    status.plugin_digest = Some(digest);
+    if loaded_now {
+        let mut st = lock(&inner.plugins);
+        let ps = st.entry(name.clone()).or_default();
+        ps.failed_digest = None;
+        ps.loaded_at = Some(now_rfc3339());
+        ps.source_rv = fetched.resource_version.clone();
+        drop(st);
+        inner.events.record(
+            &wc_regarding(&wc),
+            EventKind::Normal,
+            "PluginLoaded",
+            &format!("now serving {digest}"),
+        );
+    }
     status.parents_ready = ok;
     status.parents_failing = failing;
     set_cond(&mut status, "PluginLoaded", true, "Loaded", "", generation);
     set_cond(&mut status, "Ready", true, "Running", "", generation);
+    fill_plugin_status(inner, &name, &mut status).await;
     write_wc_status(&api, &wc, status).await;
     Outcome::Success {
         next: Some(inner.opts.plugin_poll),
+    }
+}
+
+/// Per-controller state of the plugin-loading path.
+#[derive(Default)]
+struct PluginState {
+    /// Watch of the plugin ConfigMap (None for a path source).
+    watch: Option<Arc<SourceWatch>>,
+    /// The version served before the current one (rollback target).
+    previous: Option<(String, Arc<dyn ReconcilePlugin>)>,
+    /// Judge of the serving version when a rollback policy is set.
+    judge: Option<(String, Arc<Judge>)>,
+    /// A version that was rolled back; not loaded again while the source holds it.
+    rolled_back: Option<String>,
+    /// A version that failed to load; not retried until the source changes.
+    failed_digest: Option<String>,
+    /// When the serving version was loaded.
+    loaded_at: Option<String>,
+    /// resourceVersion of the ConfigMap the serving version came from.
+    source_rv: Option<String>,
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+/// Reads the plugin source: through the controller's ConfigMap watch (started
+/// here on first use, restarted when the reference changes), or from a path.
+async fn read_source(
+    inner: &Arc<Inner>,
+    queue: &Arc<WorkQueue>,
+    name: &str,
+    src: &crate::crd::PluginSource,
+    wc_key: &ObjectKey,
+) -> Result<Arc<Fetched>, SourceError> {
+    let Some(cm) = &src.config_map else {
+        lock(&inner.plugins)
+            .entry(name.to_string())
+            .or_default()
+            .watch = None;
+        return match &src.path {
+            Some(path) => plugin_source::fetch_path(path, src.sha256.as_deref())
+                .await
+                .map(Arc::new),
+            None => Err(SourceError::NoSource),
+        };
+    };
+    let watch = {
+        let mut st = lock(&inner.plugins);
+        let ps = st.entry(name.to_string()).or_default();
+        match &ps.watch {
+            Some(w) if w.source() == cm => w.clone(),
+            _ => {
+                let q = Arc::downgrade(queue);
+                let k = wc_key.clone();
+                let w = Arc::new(SourceWatch::start(
+                    &inner.client,
+                    cm,
+                    Arc::new(move || {
+                        if let Some(q) = q.upgrade() {
+                            q.add(k.clone());
+                        }
+                    }),
+                ));
+                tracing::info!(controller = %name, namespace = %cm.namespace, configmap = %cm.name, "watching plugin ConfigMap");
+                ps.watch = Some(w.clone());
+                w
+            }
+        }
+    };
+    watch.read(src.sha256.as_deref()).await
+}
+
+/// Wraps a new version in a judge when the spec asks for automatic rollback
+/// and there is a previous version to go back to.
+fn judged(
+    inner: &Arc<Inner>,
+    queue: &Arc<WorkQueue>,
+    wc_key: &ObjectKey,
+    spec: &WasmControllerSpec,
+    p: Arc<dyn ReconcilePlugin>,
+    digest: &str,
+) -> Arc<dyn ReconcilePlugin> {
+    let mut st = lock(&inner.plugins);
+    let ps = st.entry(wc_key.name.clone()).or_default();
+    let Some(policy) = &spec.plugin.rollback else {
+        ps.judge = None;
+        return p;
+    };
+    let q = Arc::downgrade(queue);
+    let k = wc_key.clone();
+    let judge = Judge::new(
+        policy,
+        Box::new(move || {
+            if let Some(q) = q.upgrade() {
+                q.add(k.clone());
+            }
+        }),
+    );
+    ps.judge = Some((digest.to_string(), judge.clone()));
+    Judged::new(p, judge)
+}
+
+/// Swaps the previous version back in when the serving one failed its
+/// judgement; returns the message to report.
+async fn rollback_if_failed(inner: &Arc<Inner>, name: &str, serving: &str) -> Option<String> {
+    let (judge, previous) = {
+        let st = lock(&inner.plugins);
+        let ps = st.get(name)?;
+        let (d, j) = ps.judge.as_ref()?;
+        if d != serving || j.verdict() != Verdict::Failed {
+            return None;
+        }
+        (j.clone(), ps.previous.clone()?)
+    };
+    let (faults, calls) = judge.counts();
+    let (back_to, previous) = previous;
+    let msg = format!(
+        "{serving} failed {faults} of its first {calls} reconciles (limit {}%); rolled back to {back_to}",
+        judge.threshold_percent()
+    );
+    let mut running = inner.running.lock().await;
+    let r = running.get_mut(name)?;
+    r.handle.swap_plugin(previous);
+    r.digest = back_to;
+    drop(running);
+    tracing::warn!(controller = %name, digest = %serving, faults, calls, action = "rollback", "plugin version faulted too often; rolled back");
+    let mut st = lock(&inner.plugins);
+    if let Some(ps) = st.get_mut(name) {
+        ps.rolled_back = Some(serving.to_string());
+        ps.judge = None;
+        ps.previous = None;
+        ps.loaded_at = Some(now_rfc3339());
+    }
+    Some(msg)
+}
+
+/// Digest, load time and source resourceVersion of the serving version.
+async fn fill_plugin_status(inner: &Arc<Inner>, name: &str, status: &mut WasmControllerStatus) {
+    let digest = inner
+        .running
+        .lock()
+        .await
+        .get(name)
+        .map(|r| r.digest.clone());
+    if let (Some(obs), Some(d)) = (&inner.opts.observer, &digest) {
+        obs.active_digest(name, Some(d));
+    }
+    if digest.is_some() {
+        status.plugin_digest = digest;
+    }
+    let st = lock(&inner.plugins);
+    if let Some(ps) = st.get(name) {
+        if ps.loaded_at.is_some() {
+            status.plugin_loaded_at = ps.loaded_at.clone();
+        }
+        if ps.source_rv.is_some() {
+            status.plugin_source_resource_version = ps.source_rv.clone();
+        }
+    }
+}
+
+/// Reports a refused version: `PluginLoaded=False` with the reason, a Warning
+/// event, and — when no version was ever loaded — `Ready=False` saying the
+/// controller reconciles nothing. The serving version (if any) is untouched
+/// and still reported as active.
+async fn refuse(
+    inner: &Arc<Inner>,
+    api: &Api<WasmController>,
+    wc: &WasmController,
+    mut status: WasmControllerStatus,
+    reason: &str,
+    message: &str,
+) {
+    let name = wc.metadata.name.clone().unwrap_or_default();
+    let generation = wc.metadata.generation;
+    let serving = inner.running.lock().await.contains_key(&name);
+    let message = if serving {
+        format!("{message}; the previous version keeps running")
+    } else {
+        message.to_string()
+    };
+    inner
+        .events
+        .record(&wc_regarding(wc), EventKind::Warning, reason, &message);
+    set_cond(
+        &mut status,
+        "PluginLoaded",
+        false,
+        reason,
+        &message,
+        generation,
+    );
+    if !serving {
+        set_cond(
+            &mut status,
+            "Ready",
+            false,
+            "PluginNotLoaded",
+            "no plugin version has loaded yet; no parent is reconciled",
+            generation,
+        );
+    }
+    fill_plugin_status(inner, &name, &mut status).await;
+    write_wc_status(api, wc, status).await;
+}
+
+fn wc_regarding(wc: &WasmController) -> Regarding {
+    Regarding {
+        api_version: format!("{}/v1alpha1", crate::crd::GROUP),
+        kind: "WasmController".into(),
+        namespace: None,
+        name: wc.metadata.name.clone().unwrap_or_default(),
+        uid: wc.metadata.uid.clone().unwrap_or_default(),
     }
 }
 
@@ -414,10 +747,14 @@ fn has(wc: &WasmController, f: &str) -> bool {
 }
 
 async fn stop(inner: &Inner, name: &str) {
+    lock(&inner.plugins).remove(name);
     let r = inner.running.lock().await.remove(name);
     if let Some(r) = r {
         tracing::info!(controller = %name, action = "stop", "stopping controller");
         r.handle.stop().await;
+        if let Some(obs) = &inner.opts.observer {
+            obs.controller_removed(name);
+        }
     }
 }
 

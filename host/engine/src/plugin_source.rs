@@ -1,11 +1,19 @@
-//! Fetching a controller's component: a ConfigMap `binaryData` key or a local
-//! path, checked against the optional sha256 pin before anything is compiled.
+//! Turning a controller's plugin source into component bytes: a ConfigMap
+//! (single blob, raw/gzip/zstd, or a chunk set — see [`crate::chunked`]) or a
+//! local path, checked against the optional sha256 pin before anything is
+//! compiled.
+//!
+//! The ConfigMap objects come from the controller's [`crate::plugin_watch`]
+//! (no API call per check); [`fetch`] reads them with GETs for one-shot callers.
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use sha2::{Digest, Sha256};
 
-use crate::crd::PluginSource;
+use crate::chunked::{self, FormatError, MANIFEST_KEY};
+use crate::crd::{ConfigMapSource, PluginSource};
 
 /// Default ConfigMap key of the component.
 pub const DEFAULT_KEY: &str = "plugin.wasm";
@@ -22,10 +30,28 @@ pub enum SourceError {
         name: String,
         /// Client error.
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
-    /// The key is missing from `binaryData`.
-    #[error("ConfigMap {namespace}/{name} has no binaryData key {key:?}")]
+    /// The ConfigMap does not exist.
+    #[error("ConfigMap {namespace}/{name} not found")]
+    NotFound {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// The watch of the ConfigMap has not completed its first list yet.
+    #[error("ConfigMap {namespace}/{name}: watch not synced yet")]
+    NotSynced {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// The key is missing from `binaryData` (and there is no chunk manifest).
+    #[error(
+        "ConfigMap {namespace}/{name} has neither binaryData key {key:?} nor data key {MANIFEST_KEY:?}"
+    )]
     MissingKey {
         /// Namespace.
         namespace: String,
@@ -33,6 +59,17 @@ pub enum SourceError {
         name: String,
         /// Key.
         key: String,
+    },
+    /// The stored bytes are not a loadable component (bomb, broken stream, bad chunk set).
+    #[error("ConfigMap {namespace}/{name}: {source}")]
+    Format {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// What is wrong.
+        #[source]
+        source: Box<FormatError>,
     },
     /// The local file could not be read.
     #[error("reading {path}: {source}")]
@@ -56,6 +93,34 @@ pub enum SourceError {
     },
 }
 
+impl SourceError {
+    /// CamelCase reason for the `PluginLoaded` condition and the Warning event.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SourceError::PinMismatch { .. } => "DigestMismatch",
+            SourceError::Format { source, .. } => match **source {
+                FormatError::TooLarge { .. } => "TooLarge",
+                FormatError::ChunkMissing { .. }
+                | FormatError::ChunkMismatch { .. }
+                | FormatError::WholeMismatch { .. } => "ChunkSetIncomplete",
+                _ => "InvalidFormat",
+            },
+            _ => "SourceUnavailable",
+        }
+    }
+}
+
+/// Component bytes and where they came from.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// Decoded component.
+    pub bytes: Vec<u8>,
+    /// `sha256:<hex>` of `bytes`.
+    pub digest: String,
+    /// resourceVersion of the referenced ConfigMap (None for a path).
+    pub resource_version: Option<String>,
+}
+
 /// `sha256:<hex>` of some bytes.
 pub fn digest(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
@@ -76,47 +141,120 @@ pub fn check_pin(bytes: &[u8], pin: Option<&str>) -> Result<String, SourceError>
     Ok(actual)
 }
 
-/// Reads the component bytes and verifies the pin. Returns bytes and digest.
-pub async fn fetch(
-    client: &kube::Client,
-    src: &PluginSource,
-) -> Result<(Vec<u8>, String), SourceError> {
-    let bytes = if let Some(cm) = &src.config_map {
-        let key = cm.key.clone().unwrap_or_else(|| DEFAULT_KEY.to_string());
-        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &cm.namespace);
-        let obj = api
-            .get(&cm.name)
-            .await
-            .map_err(|source| SourceError::ConfigMap {
-                namespace: cm.namespace.clone(),
-                name: cm.name.clone(),
-                source,
-            })?;
-        obj.binary_data
-            .and_then(|mut m| m.remove(&key))
-            .map(|b| b.0)
-            .ok_or_else(|| SourceError::MissingKey {
-                namespace: cm.namespace.clone(),
-                name: cm.name.clone(),
-                key,
-            })?
-    } else if let Some(path) = &src.path {
-        tokio::fs::read(path)
-            .await
-            .map_err(|source| SourceError::File {
-                path: path.clone(),
-                source,
-            })?
-    } else {
-        return Err(SourceError::NoSource);
+/// Decodes the component held by `main` (the referenced ConfigMap), looking up
+/// chunk ConfigMaps with `chunk` when it holds a manifest. Pure: callers supply
+/// the objects (from a watch store or from GETs).
+pub fn from_configmaps(
+    src: &ConfigMapSource,
+    main: Option<&ConfigMap>,
+    chunk: impl FnMut(&str) -> Option<Vec<u8>>,
+    pin: Option<&str>,
+) -> Result<Fetched, SourceError> {
+    let key = src.key.clone().unwrap_or_else(|| DEFAULT_KEY.to_string());
+    let fmt = |source| SourceError::Format {
+        namespace: src.namespace.clone(),
+        name: src.name.clone(),
+        source: Box::new(source),
     };
-    let d = check_pin(&bytes, src.sha256.as_deref())?;
-    Ok((bytes, d))
+    let Some(cm) = main else {
+        return Err(SourceError::NotFound {
+            namespace: src.namespace.clone(),
+            name: src.name.clone(),
+        });
+    };
+    let bytes = if let Some(b) = cm.binary_data.as_ref().and_then(|m| m.get(&key)) {
+        chunked::decode(b.0.clone(), chunked::MAX_COMPONENT_BYTES).map_err(fmt)?
+    } else if let Some(text) = cm.data.as_ref().and_then(|m| m.get(MANIFEST_KEY)) {
+        let manifest = chunked::parse_manifest(text).map_err(fmt)?;
+        chunked::reassemble(&manifest, chunk, chunked::MAX_COMPONENT_BYTES).map_err(fmt)?
+    } else {
+        return Err(SourceError::MissingKey {
+            namespace: src.namespace.clone(),
+            name: src.name.clone(),
+            key,
+        });
+    };
+    let digest = check_pin(&bytes, pin)?;
+    Ok(Fetched {
+        bytes,
+        digest,
+        resource_version: cm.metadata.resource_version.clone(),
+    })
+}
+
+/// The stored bytes of a chunk ConfigMap.
+pub fn chunk_bytes(cm: &ConfigMap) -> Option<Vec<u8>> {
+    cm.binary_data
+        .as_ref()?
+        .get(chunked::CHUNK_KEY)
+        .map(|b| b.0.clone())
+}
+
+/// Reads a local component file and verifies the pin.
+pub async fn fetch_path(path: &str, pin: Option<&str>) -> Result<Fetched, SourceError> {
+    let bytes = tokio::fs::read(path)
+        .await
+        .map_err(|source| SourceError::File {
+            path: path.to_string(),
+            source,
+        })?;
+    let bytes = chunked::decode(bytes, chunked::MAX_COMPONENT_BYTES).map_err(|source| {
+        SourceError::Format {
+            namespace: String::new(),
+            name: path.to_string(),
+            source: Box::new(source),
+        }
+    })?;
+    let digest = check_pin(&bytes, pin)?;
+    Ok(Fetched {
+        bytes,
+        digest,
+        resource_version: None,
+    })
+}
+
+/// One-shot read with GETs (the manager uses its watch instead).
+pub async fn fetch(client: &kube::Client, src: &PluginSource) -> Result<Fetched, SourceError> {
+    if let Some(cm) = &src.config_map {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &cm.namespace);
+        let get_err = |source| SourceError::ConfigMap {
+            namespace: cm.namespace.clone(),
+            name: cm.name.clone(),
+            source: Box::new(source),
+        };
+        let main = api.get_opt(&cm.name).await.map_err(get_err)?;
+        let mut chunks = BTreeMap::new();
+        if let Some(text) = main
+            .as_ref()
+            .and_then(|m| m.data.as_ref())
+            .and_then(|d| d.get(MANIFEST_KEY))
+            && let Ok(manifest) = chunked::parse_manifest(text)
+        {
+            for c in &manifest.chunks {
+                if let Some(obj) = api.get_opt(&c.config_map).await.map_err(get_err)?
+                    && let Some(b) = chunk_bytes(&obj)
+                {
+                    chunks.insert(c.config_map.clone(), b);
+                }
+            }
+        }
+        from_configmaps(
+            cm,
+            main.as_ref(),
+            |n| chunks.get(n).cloned(),
+            src.sha256.as_deref(),
+        )
+    } else if let Some(path) = &src.path {
+        fetch_path(path, src.sha256.as_deref()).await
+    } else {
+        Err(SourceError::NoSource)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::ByteString;
 
     #[test]
     fn pin_accepts_matching_digest_with_or_without_prefix() {
@@ -133,10 +271,45 @@ mod tests {
     #[test]
     fn pin_mismatch_is_refused() {
         let other = digest(b"abd");
+        let e = check_pin(b"abc", Some(&other)).unwrap_err();
+        assert!(matches!(e, SourceError::PinMismatch { .. }));
+        assert_eq!(e.reason(), "DigestMismatch");
+    }
+
+    fn src() -> ConfigMapSource {
+        ConfigMapSource {
+            name: "p".into(),
+            namespace: "ns".into(),
+            key: None,
+        }
+    }
+
+    #[test]
+    fn configmap_binary_data_is_decoded_and_reports_its_resource_version() {
+        let mut cm = ConfigMap::default();
+        cm.metadata.resource_version = Some("42".into());
+        let gz = {
+            use std::io::Write;
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(b"\0asm-component").unwrap();
+            e.finish().unwrap()
+        };
+        cm.binary_data = Some(BTreeMap::from([(DEFAULT_KEY.to_string(), ByteString(gz))]));
+        let f = from_configmaps(&src(), Some(&cm), |_| None, None).unwrap();
+        assert_eq!(f.bytes, b"\0asm-component");
+        assert_eq!(f.digest, digest(b"\0asm-component"));
+        assert_eq!(f.resource_version.as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn missing_configmap_and_missing_key_are_source_errors() {
         assert!(matches!(
-            check_pin(b"abc", Some(&other)),
-            Err(SourceError::PinMismatch { .. })
+            from_configmaps(&src(), None, |_| None, None),
+            Err(SourceError::NotFound { .. })
         ));
+        let e = from_configmaps(&src(), Some(&ConfigMap::default()), |_| None, None).unwrap_err();
+        assert!(matches!(e, SourceError::MissingKey { .. }));
+        assert_eq!(e.reason(), "SourceUnavailable");
     }
 
     #[tokio::test]
@@ -149,12 +322,13 @@ mod tests {
             path: Some(p.display().to_string()),
             sha256: Some(digest(b"bytes")),
             config: None,
+            rollback: None,
         };
         let client =
             kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))
                 .unwrap();
-        let (b, d) = fetch(&client, &src).await.unwrap();
-        assert_eq!(b, b"bytes");
-        assert_eq!(d, digest(b"bytes"));
+        let f = fetch(&client, &src).await.unwrap();
+        assert_eq!(f.bytes, b"bytes");
+        assert_eq!(f.digest, digest(b"bytes"));
     }
 }

@@ -104,6 +104,8 @@ struct State {
     timers: BTreeSet<(Instant, ObjectKey)>,
     deadlines: HashMap<ObjectKey, Instant>,
     failures: HashMap<ObjectKey, u32>,
+    /// When each key in `ready` was queued (for the oldest-item-age metric).
+    since: HashMap<ObjectKey, Instant>,
     closed: bool,
 }
 
@@ -112,6 +114,7 @@ impl State {
         if self.running.contains(&key) {
             self.dirty.insert(key);
         } else if self.queued.insert(key.clone()) {
+            self.since.insert(key.clone(), Instant::now());
             self.ready.push_back(key);
         }
     }
@@ -196,6 +199,7 @@ impl WorkQueue {
                 st.fire_due(Instant::now());
                 if let Some(key) = st.ready.pop_front() {
                     st.queued.remove(&key);
+                    st.since.remove(&key);
                     st.running.insert(key.clone());
                     return Some(key);
                 }
@@ -257,6 +261,23 @@ impl WorkQueue {
         self.lock().ready.len()
     }
 
+    /// Keys waiting to run now and how long the oldest has waited (metrics,
+    /// liveness). `ready` is FIFO, so its front is the oldest.
+    pub fn depth_and_oldest(&self) -> (usize, Option<Duration>) {
+        let st = self.lock();
+        let oldest = st
+            .ready
+            .front()
+            .and_then(|k| st.since.get(k))
+            .map(|t| t.elapsed());
+        (st.ready.len(), oldest)
+    }
+
+    /// True once [`WorkQueue::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
     /// Stops handing out keys; waiting workers return `None`.
     pub fn close(&self) {
         self.lock().closed = true;
@@ -279,6 +300,23 @@ mod tests {
         assert_eq!(b.delay(2), Duration::from_millis(10));
         assert_eq!(b.delay(4), Duration::from_millis(40));
         assert_eq!(b.delay(40), Duration::from_secs(300));
+    }
+
+    #[tokio::test]
+    async fn depth_and_oldest_follow_the_ready_keys() {
+        let q = WorkQueue::new(Backoff::default());
+        assert_eq!(q.depth_and_oldest(), (0, None));
+        q.add(k("a"));
+        q.add(k("b"));
+        let (depth, oldest) = q.depth_and_oldest();
+        assert_eq!(depth, 2);
+        assert!(oldest.is_some());
+        assert_eq!(q.next().await, Some(k("a")));
+        assert_eq!(q.next().await, Some(k("b")));
+        assert_eq!(q.depth_and_oldest(), (0, None));
+        assert!(!q.is_closed());
+        q.close();
+        assert!(q.is_closed());
     }
 
     #[tokio::test]

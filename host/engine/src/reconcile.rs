@@ -81,7 +81,10 @@ pub(crate) async fn reconcile(ctl: &Arc<Controller>, key: &ObjectKey) -> Outcome
                         }
                     }
                 }
-                Err(Fail::Conflict) => return Outcome::Failure { at_least: None },
+                Err(Fail::Conflict) => {
+                    crate::observe::note(crate::observe::ReconcileResult::Conflict);
+                    return Outcome::Failure { at_least: None };
+                }
             }
         }
         Outcome::Failure { at_least: None }
@@ -228,7 +231,14 @@ async fn pass(
 
     count_call(ctl);
     let plugin = ctl.plugin();
+    let started = std::time::Instant::now();
     let result = plugin.reconcile(&req, &ctl.limits).await;
+    crate::observe::plugin_returned(
+        ctl.observer.as_deref(),
+        &ctl.name,
+        started.elapsed(),
+        &result,
+    );
     let on = regarding(ctl, &parent);
     let resp = match result {
         Ok(r) => r,
@@ -247,6 +257,7 @@ async fn pass(
         Ok(d) => d,
         Err(invalid) => {
             tracing::warn!(action = "reject-output", error = %invalid, "invalid plugin output; nothing applied");
+            crate::observe::note(crate::observe::ReconcileResult::PermanentError);
             ctl.events
                 .record(&on, EventKind::Warning, "InvalidPluginOutput", &invalid.0);
             remember_permanent(ctl, key, &uid, generation);

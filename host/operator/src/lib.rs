@@ -7,12 +7,14 @@
 //! registry, a [`liveness::Liveness`] handle) so that `wasm-reconciler run` wires
 //! them to the engine without this crate depending on it.
 
+pub mod api_metrics;
 pub mod health;
 pub mod leader;
 pub mod liveness;
 pub mod metrics;
 pub mod shutdown;
 
+pub use api_metrics::ApiMetricsLayer;
 pub use health::{HealthInputs, serve as serve_health};
 pub use leader::{LeaderElection, LeaderError, LeaderState, LeaseConfig};
 pub use liveness::Liveness;

@@ -1,13 +1,15 @@
 //! Plugin runtime figures for docs/benchmarks.md (a bench, not a test):
 //!
 //! - per-call latency p50/p99 of `static-site` with a parent and 10 observed
-//!   children, split into instantiate and call; throughput on one core;
+//!   children, split into instantiate and call; throughput on one core; on
+//!   the plain engine (no fuel budget) and on the fuel-metered one;
 //! - load time: compile (`Component::new` + validation) vs precompiled-cache
 //!   load (+ validation), per example plugin;
 //! - plugin sizes raw and gzipped.
 //!
 //! Run: `cargo bench -p wr-runtime --bench plugin_runtime`. The plugins are
-//! built first with the same command the tests use (into target/plugins).
+//! built first with the same command the tests use (into target/plugins),
+//! unless `WR_BENCH_PLUGIN_DIR` names a directory of prebuilt `.wasm` files.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -15,7 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use wr_runtime::{CallLimits, PluginRuntime, ReconcileRequest, RuntimeConfig};
+use wr_runtime::{CallLimits, Plugin, PluginRuntime, ReconcileRequest, RuntimeConfig};
 
 const PLUGINS: &[&str] = &["static-site", "tombstone"];
 const WARMUP: usize = 200;
@@ -83,31 +85,22 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn main() {
-    let dir = build_plugins();
-    let tokio = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio");
-
-    println!(
-        "## Per-call latency: static-site, parent + 10 observed children, {CALLS} sequential calls on one thread\n"
-    );
-    let rt = PluginRuntime::new(RuntimeConfig::default()).expect("runtime");
-    let bytes = std::fs::read(dir.join("static_site.wasm")).expect("read plugin");
-    let plugin = rt.load(&bytes).expect("load");
-    let req = request();
-    let limits = CallLimits::default();
+/// Sorted instantiate, call and total durations of `CALLS` calls after a
+/// warm-up, and the wall time of the measured calls.
+fn latency(
+    tokio: &tokio::runtime::Runtime,
+    plugin: &Plugin,
+    req: &ReconcileRequest,
+    limits: &CallLimits,
+) -> (Vec<Duration>, Vec<Duration>, Vec<Duration>, Duration) {
     for _ in 0..WARMUP {
-        tokio
-            .block_on(plugin.reconcile(&req, &limits))
-            .expect("call");
+        tokio.block_on(plugin.reconcile(req, limits)).expect("call");
     }
     let (mut inst, mut call, mut total) = (Vec::new(), Vec::new(), Vec::new());
     let started = Instant::now();
     for _ in 0..CALLS {
         let t = Instant::now();
-        let (result, timings) = tokio.block_on(plugin.reconcile_timed(&req, &limits));
+        let (result, timings) = tokio.block_on(plugin.reconcile_timed(req, limits));
         total.push(t.elapsed());
         result.expect("call");
         inst.push(timings.instantiate);
@@ -117,26 +110,70 @@ fn main() {
     for v in [&mut inst, &mut call, &mut total] {
         v.sort();
     }
-    println!("| phase | p50 | p99 |\n| --- | --- | --- |");
+    (inst, call, total, wall)
+}
+
+fn main() {
+    // `WR_BENCH_PLUGIN_DIR` compares other builds of the same plugins (e.g.
+    // another opt-level) without touching the workspace profile.
+    let dir = match std::env::var_os("WR_BENCH_PLUGIN_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => build_plugins(),
+    };
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
+
     println!(
-        "| instantiate (fresh Store + InstancePre::instantiate) | {} | {} |",
-        us(percentile(&inst, 0.5)),
-        us(percentile(&inst, 0.99))
+        "## Per-call latency: static-site, parent + 10 observed children, {CALLS} sequential calls on one thread\n"
     );
     println!(
-        "| call (lower request, run, lift + parse response) | {} | {} |",
-        us(percentile(&call, 0.5)),
-        us(percentile(&call, 0.99))
+        "Load average before the run: {}\n",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
     );
-    println!(
-        "| total per call | {} | {} |",
-        us(percentile(&total, 0.5)),
-        us(percentile(&total, 0.99))
-    );
-    println!(
-        "\nThroughput on one core: {:.0} calls/s\n",
-        CALLS as f64 / wall.as_secs_f64()
-    );
+    let rt = PluginRuntime::new(RuntimeConfig::default()).expect("runtime");
+    let bytes = std::fs::read(dir.join("static_site.wasm")).expect("read plugin");
+    let plugin = rt.load(&bytes).expect("load");
+    let req = request();
+    let unmetered = CallLimits::default();
+    let metered = CallLimits {
+        fuel: Some(u64::MAX),
+        ..CallLimits::default()
+    };
+    println!("| engine | phase | p50 | p99 |\n| --- | --- | --- | --- |");
+    for (engine, limits) in [
+        ("plain (no fuel budget)", &unmetered),
+        ("fuel-metered (budget set)", &metered),
+    ] {
+        let (inst, call, total, wall) = latency(&tokio, &plugin, &req, limits);
+        println!(
+            "| {engine} | instantiate (fresh Store + InstancePre::instantiate) | {} | {} |",
+            us(percentile(&inst, 0.5)),
+            us(percentile(&inst, 0.99))
+        );
+        println!(
+            "| {engine} | call (lower request, run, lift + parse response) | {} | {} |",
+            us(percentile(&call, 0.5)),
+            us(percentile(&call, 0.99))
+        );
+        println!(
+            "| {engine} | instantiate + call (sum of p50s) | {} | |",
+            us(percentile(&inst, 0.5) + percentile(&call, 0.5)),
+        );
+        println!(
+            "| {engine} | total per call (incl. request serialisation, store drop) | {} | {} |",
+            us(percentile(&total, 0.5)),
+            us(percentile(&total, 0.99))
+        );
+        println!(
+            "| {engine} | throughput on one core | {:.0} calls/s | |",
+            CALLS as f64 / wall.as_secs_f64()
+        );
+    }
+    println!();
 
     println!(
         "## Load time per plugin (median of {LOADS}; both include world validation + pre-linking)\n"

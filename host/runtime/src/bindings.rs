@@ -61,12 +61,12 @@ pub(crate) fn from_wit_response(
 ) -> Result<host::ReconcileResponse, CallError> {
     let mut children = Vec::with_capacity(resp.children.len());
     for (index, text) in resp.children.iter().enumerate() {
-        children.push(parse_object(text, &format!("children[{index}]"))?);
+        children.push(parse_object(text, || format!("children[{index}]"))?);
     }
     let status = resp
         .status
         .as_deref()
-        .map(|text| parse_object(text, "status"))
+        .map(|text| parse_object(text, || "status".into()))
         .transpose()?;
     Ok(host::ReconcileResponse {
         children,
@@ -92,17 +92,19 @@ pub(crate) fn from_wit_error(err: wit::ReconcileError) -> CallError {
     }
 }
 
-fn parse_object(text: &str, what: &str) -> Result<Value, CallError> {
+/// Parses one object of the response; `what` names it in the error and is
+/// only formatted on failure.
+fn parse_object(text: &str, what: impl Fn() -> String) -> Result<Value, CallError> {
     let value: Value = serde_json::from_str(text).map_err(|e| {
         CallError::fault(
             FaultKind::InvalidOutput,
-            format!("response {what} is not valid JSON: {e}"),
+            format!("response {} is not valid JSON: {e}", what()),
         )
     })?;
     if !value.is_object() {
         return Err(CallError::fault(
             FaultKind::InvalidOutput,
-            format!("response {what} is JSON but not an object"),
+            format!("response {} is JSON but not an object", what()),
         ));
     }
     Ok(value)

@@ -37,7 +37,12 @@ pub(crate) async fn run(
     store.limiter(|state| state);
     store.set_epoch_deadline(deadline_ticks(limits.timeout));
     store.epoch_deadline_trap();
-    if let Err(e) = store.set_fuel(limits.fuel.unwrap_or(u64::MAX)) {
+    // A budget is only given on the fuel-metered engine (see `lane`); if it
+    // ever reached a plain engine, `set_fuel` fails and the call is refused
+    // rather than run unmetered.
+    if let Some(fuel) = limits.fuel
+        && let Err(e) = store.set_fuel(fuel)
+    {
         return (
             Err(CallError::fault(
                 FaultKind::Internal,

@@ -1,5 +1,6 @@
-//! The one shared wasmtime `Engine`: its configuration, the epoch ticker that
-//! drives per-call timeouts, and the hash that keys the precompiled cache.
+//! wasmtime `Engine` configuration (plain or fuel-metered, see `lane`), the
+//! epoch ticker that drives per-call timeouts, and the hash that keys the
+//! precompiled cache.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -23,11 +24,25 @@ pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
 const CORE_INSTANCES_PER_COMPONENT: u32 = 64;
 const MEMORIES_PER_COMPONENT: u32 = 4;
 const TABLES_PER_COMPONENT: u32 = 8;
+/// Bytes of each reused linear memory kept resident between calls. On Linux
+/// 6.7 and later wasmtime finds the pages a call dirtied with `PAGEMAP_SCAN`
+/// and resets only those; older kernels memset this many bytes (at most the
+/// memory's size) per call, so it stays moderate.
+const KEEP_RESIDENT_BYTES: usize = 4 << 20;
 
-/// Builds the engine: component model, async, epoch interruption, fuel
-/// metering (a store without a fuel budget gets `u64::MAX`), and a pooling
-/// allocator sized from `RuntimeConfig` so instantiation is a few memcpys.
-pub(crate) fn build(config: &RuntimeConfig) -> Result<Engine, RuntimeError> {
+/// Whether an engine compiles fuel accounting into the plugin code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Metering {
+    /// No fuel instrumentation: the fast path for calls without a fuel budget.
+    Off,
+    /// Every function and loop counts fuel; for calls with `CallLimits::fuel`.
+    Fuel,
+}
+
+/// Builds an engine: component model, async, epoch interruption, fuel
+/// metering when asked for, and a pooling allocator sized from
+/// `RuntimeConfig` so instantiation is a few memcpys.
+pub(crate) fn build(config: &RuntimeConfig, metering: Metering) -> Result<Engine, RuntimeError> {
     let instances = config.max_instances.max(1);
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(instances)
@@ -39,12 +54,18 @@ pub(crate) fn build(config: &RuntimeConfig) -> Result<Engine, RuntimeError> {
         .max_memories_per_component(MEMORIES_PER_COMPONENT)
         .max_tables_per_component(TABLES_PER_COMPONENT)
         .max_memory_size(config.max_memory_bytes)
-        .max_unused_warm_slots(instances.min(16));
+        .max_unused_warm_slots(instances.min(16))
+        // Reset reused slots with memset instead of madvise for the first
+        // pages: a fresh instance per call would otherwise page-fault its
+        // whole working set back in on every call.
+        .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+        .table_keep_resident(64 << 10)
+        .async_stack_keep_resident(64 << 10);
 
     let mut wasm = Config::new();
     wasm.wasm_component_model(true)
         .epoch_interruption(true)
-        .consume_fuel(true)
+        .consume_fuel(metering == Metering::Fuel)
         .max_wasm_stack(1 << 20)
         .async_stack_size(2 << 20)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
@@ -52,8 +73,9 @@ pub(crate) fn build(config: &RuntimeConfig) -> Result<Engine, RuntimeError> {
 }
 
 /// Key of the precompiled cache for this engine: wasmtime's version and its
-/// own compatibility hash (target, tunables, enabled features), so artifacts
-/// of another version or config are never offered to `deserialize`.
+/// own compatibility hash (target, tunables such as fuel metering, enabled
+/// features), so artifacts of another version or config (e.g. the metered
+/// engine's) are never offered to `deserialize`.
 pub(crate) fn cache_key(engine: &Engine) -> String {
     let mut hasher = Sha256Hasher(Sha256::new());
     env!("CARGO_PKG_VERSION").hash(&mut hasher);
@@ -146,10 +168,13 @@ mod tests {
 
     #[test]
     fn cache_key_depends_on_engine_config() {
-        let a = build(&RuntimeConfig::default()).unwrap();
-        let b = build(&RuntimeConfig::default()).unwrap();
+        let a = build(&RuntimeConfig::default(), Metering::Off).unwrap();
+        let b = build(&RuntimeConfig::default(), Metering::Off).unwrap();
         assert_eq!(cache_key(&a), cache_key(&b));
         let other = Engine::new(&Config::new()).unwrap();
         assert_ne!(cache_key(&a), cache_key(&other));
+        // Fuel instrumentation changes the machine code: separate artifacts.
+        let metered = build(&RuntimeConfig::default(), Metering::Fuel).unwrap();
+        assert_ne!(cache_key(&a), cache_key(&metered));
     }
 }

@@ -1,11 +1,16 @@
 //! The plugin runtime: loads reconcile plugins (WebAssembly components that
 //! implement `wit/reconciler.wit`) and calls them in a sandbox.
 //!
-//! - One shared wasmtime `Engine` (component model, async calls, epoch
-//!   interruption, fuel metering, pooling allocator).
-//! - Each distinct component is compiled once (in-memory map keyed by sha256)
-//!   and precompiled artifacts are kept on disk, so a restart loads in
-//!   milliseconds (see `cache`).
+//! - Two shared wasmtime engines ("lanes", see `lane`): a plain one without
+//!   fuel instrumentation, used for every call without a fuel budget (the
+//!   fast path), and a fuel-metered one, created on the first call that sets
+//!   `CallLimits::fuel`; the plugin is compiled for it then, once, so a fuel
+//!   budget is always enforced. Both use the component model, async calls,
+//!   epoch interruption (timeouts) and a pooling allocator.
+//! - Each distinct component is compiled once per engine (in-memory map keyed
+//!   by sha256) and precompiled artifacts are kept on disk under a key that
+//!   includes the engine config, so a restart loads in milliseconds (see
+//!   `cache`).
 //! - Each call gets a fresh `Store` instantiated from an `InstancePre`: nothing
 //!   survives between calls.
 //! - WASI 0.2 is linked with an empty context (no files, env, args, network;
@@ -17,6 +22,7 @@ mod cache;
 mod call;
 mod engine;
 mod error;
+mod lane;
 mod sandbox;
 pub mod types;
 mod validate;
@@ -28,16 +34,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use wasmtime::Engine;
-use wasmtime::component::{Component, HasSelf, Linker};
 
 pub use call::CallTimings;
 pub use error::{CallError, FaultKind, LoadError, RuntimeError};
 pub use types::*;
 
 use bindings::ReconcilerPre;
-use cache::DiskCache;
-use engine::EpochTicker;
+use lane::Lanes;
 use sandbox::HostState;
 
 /// Runtime-wide settings: one `Engine`, one pooling allocator, one disk cache.
@@ -86,7 +89,9 @@ impl Default for CallLimits {
     }
 }
 
-/// Counters for observing the compile caches (tests assert on them).
+/// Counters for observing the compile caches (tests assert on them). They
+/// cover both engines: the lazy compile of a plugin for the fuel-metered
+/// engine counts as a compile (or a disk cache hit) too.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RuntimeStats {
     /// Components compiled from wasm bytes (`Component::new`).
@@ -102,12 +107,18 @@ pub struct RuntimeStats {
 }
 
 #[derive(Default)]
-struct Counters {
-    compiled: AtomicU64,
-    disk_cache_hits: AtomicU64,
-    memory_cache_hits: AtomicU64,
-    disk_cache_writes: AtomicU64,
-    disk_cache_errors: AtomicU64,
+pub(crate) struct Counters {
+    pub(crate) compiled: AtomicU64,
+    pub(crate) disk_cache_hits: AtomicU64,
+    pub(crate) memory_cache_hits: AtomicU64,
+    pub(crate) disk_cache_writes: AtomicU64,
+    pub(crate) disk_cache_errors: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn bump(&self, counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Handle to the shared engine; cheap to clone.
@@ -117,43 +128,23 @@ pub struct PluginRuntime {
 }
 
 struct RuntimeInner {
-    engine: Engine,
-    linker: Linker<HostState>,
-    cache: Option<DiskCache>,
+    lanes: Arc<Lanes>,
     max_memory_bytes: usize,
     loaded: Mutex<HashMap<String, Plugin>>,
-    counters: Counters,
-    // Declared last so it is dropped (and joined) after everything else.
-    _ticker: EpochTicker,
 }
 
 impl PluginRuntime {
-    /// Creates the engine, the linker (host `log` + WASI with an empty
-    /// context) and the epoch ticker thread.
+    /// Creates the plain engine, its linker (host `log` + WASI with an empty
+    /// context) and its epoch ticker. The fuel-metered engine is created on
+    /// the first call with a fuel budget.
     pub fn new(config: RuntimeConfig) -> Result<PluginRuntime, RuntimeError> {
-        let engine = engine::build(&config)?;
-        let mut linker: Linker<HostState> = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(|e| RuntimeError::Linker(format!("{e:#}")))?;
-        bindings::Reconciler::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
-            .map_err(|e| RuntimeError::Linker(format!("{e:#}")))?;
-        let cache = match config.cache_dir {
-            Some(dir) => Some(
-                DiskCache::open(dir.clone(), engine::cache_key(&engine))
-                    .map_err(|source| RuntimeError::CacheDir { path: dir, source })?,
-            ),
-            None => None,
-        };
-        let ticker = EpochTicker::start(engine.clone())?;
+        let max_memory_bytes = config.max_memory_bytes;
+        let lanes = Lanes::new(config)?;
         Ok(PluginRuntime {
             inner: Arc::new(RuntimeInner {
-                engine,
-                linker,
-                cache,
-                max_memory_bytes: config.max_memory_bytes,
+                lanes: Arc::new(lanes),
+                max_memory_bytes,
                 loaded: Mutex::new(HashMap::new()),
-                counters: Counters::default(),
-                _ticker: ticker,
             }),
         })
     }
@@ -166,71 +157,25 @@ impl PluginRuntime {
     pub fn load(&self, bytes: &[u8]) -> Result<Plugin, LoadError> {
         let sha = hex::encode(Sha256::digest(bytes));
         let digest = format!("sha256:{sha}");
+        let lanes = &self.inner.lanes;
         if let Some(plugin) = self.lock_loaded().get(&digest) {
-            self.inner
-                .counters
-                .memory_cache_hits
-                .fetch_add(1, Ordering::Relaxed);
+            lanes.counters.bump(&lanes.counters.memory_cache_hits);
             return Ok(plugin.clone());
         }
-        let inner = &self.inner;
-        let cached = inner
-            .cache
-            .as_ref()
-            .and_then(|c| c.get(&inner.engine, &sha));
-        let from_disk = cached.is_some();
-        let component = match cached {
-            Some(component) => {
-                inner
-                    .counters
-                    .disk_cache_hits
-                    .fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(%digest, "loaded plugin from the precompiled cache");
-                component
-            }
-            None => {
-                let component = Component::new(&inner.engine, bytes)
-                    .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
-                inner.counters.compiled.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(%digest, "compiled plugin");
-                component
-            }
-        };
-        let pre = validate::link(&inner.engine, &inner.linker, &component)?;
-        // Only components that passed validation are written to the disk cache.
-        if !from_disk {
-            self.store_in_cache(&sha, &component);
-        }
+        let pre = lanes.plain().prepare(&sha, bytes, &lanes.counters)?;
         let plugin = Plugin {
             inner: Arc::new(PluginInner {
                 digest: digest.clone(),
+                sha256_hex: sha,
+                bytes: Arc::from(bytes),
                 pre,
-                max_memory_bytes: inner.max_memory_bytes,
+                metered: tokio::sync::OnceCell::new(),
+                lanes: Arc::clone(lanes),
+                max_memory_bytes: self.inner.max_memory_bytes,
             }),
         };
         self.lock_loaded().insert(digest, plugin.clone());
         Ok(plugin)
-    }
-
-    fn store_in_cache(&self, sha: &str, component: &Component) {
-        let Some(cache) = &self.inner.cache else {
-            return;
-        };
-        match cache.put(sha, component) {
-            Ok(()) => {
-                self.inner
-                    .counters
-                    .disk_cache_writes
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            Err(error) => {
-                self.inner
-                    .counters
-                    .disk_cache_errors
-                    .fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%error, "cannot write the precompiled cache; continuing without it");
-            }
-        }
     }
 
     fn lock_loaded(&self) -> std::sync::MutexGuard<'_, HashMap<String, Plugin>> {
@@ -246,7 +191,7 @@ impl PluginRuntime {
 
     /// Cache counters.
     pub fn stats(&self) -> RuntimeStats {
-        let c = &self.inner.counters;
+        let c = &self.inner.lanes.counters;
         RuntimeStats {
             compiled: c.compiled.load(Ordering::Relaxed),
             disk_cache_hits: c.disk_cache_hits.load(Ordering::Relaxed),
@@ -273,7 +218,15 @@ pub struct Plugin {
 
 struct PluginInner {
     digest: String,
+    sha256_hex: String,
+    /// The component bytes, kept to compile for the metered engine on the
+    /// first call with a fuel budget.
+    bytes: Arc<[u8]>,
+    /// Pre-linked on the plain engine (no fuel instrumentation).
     pre: ReconcilerPre<HostState>,
+    /// Pre-linked on the fuel-metered engine, once a call needed it.
+    metered: tokio::sync::OnceCell<ReconcilerPre<HostState>>,
+    lanes: Arc<Lanes>,
     max_memory_bytes: usize,
 }
 
@@ -293,17 +246,61 @@ impl Plugin {
     }
 
     /// Like `reconcile`, also returning where the time went (for benches).
+    ///
+    /// A call with `limits.fuel` runs on the fuel-metered engine; the first
+    /// such call compiles the plugin for it (on the blocking thread pool when
+    /// called inside tokio), which is not counted against the timeout.
     pub async fn reconcile_timed(
         &self,
         req: &ReconcileRequest,
         limits: &CallLimits,
     ) -> (Result<ReconcileResponse, CallError>, CallTimings) {
-        let (result, timings) =
-            call::run(&self.inner.pre, self.inner.max_memory_bytes, req, limits).await;
+        let pre = match limits.fuel {
+            None => &self.inner.pre,
+            Some(_) => match self.metered_pre().await {
+                Ok(pre) => pre,
+                Err(err) => return (Err(err), CallTimings::default()),
+            },
+        };
+        let (result, timings) = call::run(pre, self.inner.max_memory_bytes, req, limits).await;
         if let Err(err) = &result {
             tracing::debug!(digest = %self.inner.digest, error = %err, "plugin call failed");
         }
         (result, timings)
+    }
+
+    /// The plugin pre-linked on the fuel-metered engine, compiled (or read
+    /// from the disk cache) on first use; concurrent first calls wait for
+    /// one compile.
+    async fn metered_pre(&self) -> Result<&ReconcilerPre<HostState>, CallError> {
+        self.inner
+            .metered
+            .get_or_try_init(|| async {
+                let lanes = Arc::clone(&self.inner.lanes);
+                let bytes = Arc::clone(&self.inner.bytes);
+                let sha = self.inner.sha256_hex.clone();
+                let prepare = move || -> Result<ReconcilerPre<HostState>, String> {
+                    let lane = lanes.metered().map_err(|e| e.to_string())?;
+                    lane.prepare(&sha, &bytes, &lanes.counters)
+                        .map_err(|e| e.to_string())
+                };
+                let prepared = match tokio::runtime::Handle::try_current() {
+                    // Compiling takes hundreds of milliseconds of CPU: keep
+                    // it off the async worker threads.
+                    Ok(handle) => handle
+                        .spawn_blocking(prepare)
+                        .await
+                        .unwrap_or_else(|e| Err(format!("compile task failed: {e}"))),
+                    Err(_) => prepare(),
+                };
+                prepared.map_err(|message| {
+                    CallError::fault(
+                        FaultKind::Internal,
+                        format!("cannot prepare the plugin for fuel metering: {message}"),
+                    )
+                })
+            })
+            .await
     }
 }
 

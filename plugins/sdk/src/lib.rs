@@ -24,6 +24,7 @@
 //! `log` import is only called on `wasm32`).
 
 #[doc(hidden)]
+#[allow(clippy::too_many_arguments)] // generated code
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",

@@ -13,7 +13,10 @@ use wr_apiserver::{Config, RunningServer};
 
 pub async fn server_with(config: Config) -> anyhow::Result<(RunningServer, Client)> {
     let server = wr_apiserver::start(config).await?;
-    let client = Client::try_from(kube::Config::new(server.url().parse()?))?;
+    // No client-side retries: tests see each injected 429/503/504 as is.
+    let mut kc = kube::Config::new(server.url().parse()?);
+    kc.default_retry = false;
+    let client = Client::try_from(kc)?;
     Ok((server, client))
 }
 

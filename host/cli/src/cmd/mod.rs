@@ -2,6 +2,8 @@
 
 pub mod apiserver;
 pub mod crds;
+pub mod dev;
+pub mod publish;
 pub mod rbac;
 pub mod render;
 pub mod run;

@@ -1,12 +1,38 @@
-//! `wasm-reconciler run`: the operator. Connects to a cluster (kubeconfig,
-//! context, or in-cluster), runs one controller per WasmController, and stops
-//! gracefully on SIGINT/SIGTERM (in-flight reconciles finish).
+//! `wasm-reconciler run`: the operator in a real cluster.
+//!
+//! Connects (kubeconfig, context, or in-cluster), serves `/metrics`,
+//! `/healthz`, `/readyz`, `/livez`, campaigns for the leader Lease and runs the
+//! controller manager only while it leads. The sequence lives here; the pieces
+//! are `wr_operator` (election, probes, metrics, shutdown) and `wr_engine`.
+//!
+//! - SIGTERM/SIGINT: stop taking new work, let in-flight reconciles finish
+//!   within `--shutdown-timeout-seconds`, release the Lease, exit 0. A second
+//!   signal exits at once (code 1).
+//! - Losing leadership (renewals failed for the renew deadline): stop the
+//!   manager, wait for in-flight reconciles at most until a standby may take
+//!   over, and exit 1 — like client-go's `OnStoppedLeading`. Exiting is the
+//!   only way to be sure no worker of this process still writes; the pod
+//!   restarts and rejoins as a standby.
 
+mod observer;
+
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
+use kube::api::{Api, ListParams};
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use wr_operator::{
+    ApiMetricsLayer, HealthInputs, LeaderElection, LeaderState, LeaseConfig, Liveness, Metrics,
+    ShutdownSignal, finish_within,
+};
+
+use observer::MetricsObserver;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -22,6 +48,37 @@ pub struct RunArgs {
     /// Resync period (seconds) for controllers that set none.
     #[arg(long, default_value_t = 600)]
     pub resync_seconds: u64,
+    /// Address of /metrics, /healthz, /readyz and /livez (port 0: any free port).
+    #[arg(long, default_value = wr_operator::health::DEFAULT_BIND)]
+    pub metrics_bind: SocketAddr,
+    /// Campaign for the leader Lease; only the leader reconciles.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Name of the leader Lease.
+    #[arg(long, default_value = "wasm-reconciler")]
+    pub lease_name: String,
+    /// Namespace of the Lease (default: $POD_NAMESPACE, the in-cluster
+    /// namespace, or the kubeconfig's namespace).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// A standby takes over a lease not renewed for this long.
+    #[arg(long, default_value_t = 15)]
+    pub lease_duration_seconds: u64,
+    /// The leader steps down after failing to renew for this long.
+    #[arg(long, default_value_t = 10)]
+    pub renew_deadline_seconds: u64,
+    /// Interval of acquire / renew attempts.
+    #[arg(long, default_value_t = 2)]
+    pub retry_period_seconds: u64,
+    /// Deadline for in-flight reconciles after SIGTERM/SIGINT.
+    #[arg(long, default_value_t = 25)]
+    pub shutdown_timeout_seconds: u64,
+    /// /livez fails when queued work made no progress for this long.
+    #[arg(long, default_value_t = 600)]
+    pub liveness_stall_seconds: u64,
+    /// `parents_finalizer_pending` counts parents deleting for longer than this.
+    #[arg(long, default_value_t = 300)]
+    pub finalizer_pending_seconds: u64,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -29,15 +86,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    rt.block_on(serve(args))
+    let code = rt.block_on(serve(args));
+    // A plugin call stuck in a blocking thread must not hold the exit.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    code
 }
 
-async fn client(args: &RunArgs) -> anyhow::Result<kube::Client> {
+async fn kube_config(args: &RunArgs) -> anyhow::Result<kube::Config> {
     let options = kube::config::KubeConfigOptions {
         context: args.context.clone(),
         ..Default::default()
     };
-    let config = match &args.kubeconfig {
+    Ok(match &args.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading {}", path.display()))?;
@@ -45,47 +105,205 @@ async fn client(args: &RunArgs) -> anyhow::Result<kube::Client> {
         }
         None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
         None => kube::Config::infer().await?,
-    };
-    Ok(kube::Client::try_from(wr_engine::engine_config(config))?)
+    })
+}
+
+/// The Lease namespace: the flag / `$POD_NAMESPACE`, else the connection's
+/// default namespace (in-cluster: the pod's).
+fn lease_namespace(args: &RunArgs, config: &kube::Config) -> String {
+    args.lease_namespace
+        .clone()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| config.default_namespace.clone())
+}
+
+fn lease_config(args: &RunArgs, namespace: String) -> LeaseConfig {
+    let mut c = LeaseConfig::new(namespace, args.lease_name.clone());
+    c.lease_duration = Duration::from_secs(args.lease_duration_seconds);
+    c.renew_deadline = Duration::from_secs(args.renew_deadline_seconds);
+    c.retry_period = Duration::from_secs(args.retry_period_seconds);
+    c
 }
 
 async fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let client = client(&args).await.context("connecting to the cluster")?;
+    let shutdown = ShutdownSignal::install().context("installing signal handlers")?;
+    let liveness = Liveness::new(Duration::from_secs(args.liveness_stall_seconds));
+    let mut registry = Registry::default();
+    let metrics = Arc::new(Metrics::new(&mut registry, liveness.clone()));
+
+    let config = kube_config(&args)
+        .await
+        .context("reading the cluster connection")?;
+    let namespace = lease_namespace(&args, &config);
+    let client = kube::client::ClientBuilder::try_from(wr_engine::engine_config(config))
+        .context("building the API client")?
+        .with_layer(&ApiMetricsLayer::new(metrics.clone()))
+        .build();
+
+    let (synced_tx, synced_rx) = watch::channel(false);
+    // Without election this process always leads; keep the sender alive so
+    // the channel never reads as closed (= election ended).
+    let (_always_leader, fixed_state) = watch::channel(LeaderState::Leader);
+    let election = if args.leader_elect {
+        let lease = lease_config(&args, namespace);
+        tracing::info!(namespace = %lease.namespace, lease = %lease.name, identity = %lease.identity, "campaigning for leadership");
+        Some(LeaderElection::start(client.clone(), lease).context("starting leader election")?)
+    } else {
+        tracing::info!("leader election disabled; this process reconciles");
+        None
+    };
+    let mut leader = election
+        .as_ref()
+        .map(LeaderElection::state)
+        .unwrap_or(fixed_state);
+
+    let health_stop = CancellationToken::new();
+    let inputs = HealthInputs {
+        registry: Arc::new(registry),
+        caches_synced: synced_rx,
+        leader: leader.clone(),
+        liveness,
+    };
+    let (addr, _health) = wr_operator::serve_health(args.metrics_bind, inputs, health_stop.clone())
+        .await
+        .with_context(|| format!("binding {}", args.metrics_bind))?;
+    // Tests and scripts read the bound address (port 0) from here.
+    println!("metrics: http://{addr}");
+
+    // A standby runs no caches; it is ready once it can list WasmControllers.
+    let probe = args.leader_elect.then(|| {
+        tokio::spawn(standby_probe(
+            client.clone(),
+            synced_tx.clone(),
+            Duration::from_secs(args.retry_period_seconds.max(1)),
+        ))
+    });
+
+    let became_leader = tokio::select! {
+        _ = shutdown.graceful.cancelled() => false,
+        r = leader.wait_for(LeaderState::is_leader) => r.is_ok(),
+    };
+    if !became_leader {
+        if let Some(p) = probe {
+            p.abort();
+        }
+        return finish(election, &health_stop, shutdown.graceful.is_cancelled()).await;
+    }
+    if let Some(p) = probe {
+        p.abort();
+    }
+    metrics.leader(true);
+    tracing::info!("leading; starting controllers");
+    // The leader's readiness is its own manager's cache.
+    synced_tx.send_replace(false);
+
     let runtime = wr_runtime::PluginRuntime::new(wr_runtime::RuntimeConfig {
         cache_dir: args.cache_dir.clone(),
         ..Default::default()
     })
     .map_err(|e| anyhow::anyhow!("starting the plugin runtime: {e}"))?;
     let loader = Arc::new(wr_engine::wasm::WasmLoader::new(runtime));
+    let observer = MetricsObserver::new(
+        metrics.clone(),
+        synced_tx,
+        Duration::from_secs(args.finalizer_pending_seconds),
+    );
     let opts = wr_engine::ManagerOptions {
-        default_resync: std::time::Duration::from_secs(args.resync_seconds),
+        default_resync: Duration::from_secs(args.resync_seconds),
+        observer: Some(Arc::new(observer)),
         ..Default::default()
     };
-    let manager = wr_engine::Manager::new(client, loader, opts);
-    tracing::info!("manager starting");
-    manager.run(shutdown_signal()).await?;
-    tracing::info!("manager stopped");
-    Ok(ExitCode::SUCCESS)
-}
+    let manager = wr_engine::Manager::new(client.clone(), loader, opts);
+    let stop = CancellationToken::new();
+    let mut task = tokio::spawn(manager.run(stop.clone().cancelled_owned()));
 
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+    let lost = tokio::select! {
+        _ = shutdown.graceful.cancelled() => false,
+        _ = leader.wait_for(|s| !s.is_leader()) => true,
+        r = &mut task => {
+            metrics.leader(false);
+            health_stop.cancel();
+            return match r {
+                Ok(Ok(())) => Err(anyhow::anyhow!("the controller manager stopped unexpectedly")),
+                Ok(Err(e)) => Err(e).context("the controller manager failed"),
+                Err(e) => Err(e).context("the controller manager panicked"),
+            };
+        }
+    };
+    stop.cancel();
+    let deadline = if lost {
+        // Do not outlive the margin before a standby may take over.
+        Duration::from_secs(
+            args.lease_duration_seconds
+                .saturating_sub(args.renew_deadline_seconds)
+                .min(args.shutdown_timeout_seconds),
+        )
+    } else {
+        tracing::info!(
+            timeout_secs = args.shutdown_timeout_seconds,
+            "stopping: no new work; waiting for in-flight reconciles"
+        );
+        Duration::from_secs(args.shutdown_timeout_seconds)
+    };
+    tokio::select! {
+        _ = finish_within(deadline, &mut task) => {}
+        _ = shutdown.immediate.cancelled() => {
+            tracing::warn!("stopping at once; the lease is left to expire");
+            return Ok(ExitCode::FAILURE);
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+    metrics.leader(false);
+    if lost {
+        tracing::error!("lost leadership; exiting so that a restart rejoins as standby");
+        if let Some(e) = election {
+            e.abort();
+        }
+        health_stop.cancel();
+        return Ok(ExitCode::FAILURE);
+    }
+    finish(election, &health_stop, true).await
+}
+
+/// Releases the lease (graceful stop) or reports that the election ended.
+async fn finish(
+    election: Option<LeaderElection>,
+    health_stop: &CancellationToken,
+    graceful: bool,
+) -> anyhow::Result<ExitCode> {
+    let code = match (election, graceful) {
+        (Some(e), true) => match e.release().await {
+            Ok(released) => {
+                tracing::info!(released, "left the election");
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "releasing the lease failed; it will expire");
+                ExitCode::SUCCESS
+            }
+        },
+        (None, true) => ExitCode::SUCCESS,
+        (_, false) => {
+            tracing::error!("leader election stopped");
+            ExitCode::FAILURE
+        }
+    };
+    health_stop.cancel();
+    tracing::info!("stopped");
+    Ok(code)
+}
+
+/// Marks a standby ready once the API server answers a WasmController list
+/// (what its caches would need when it takes over).
+async fn standby_probe(client: kube::Client, synced: watch::Sender<bool>, every: Duration) {
+    let api: Api<wr_engine::WasmController> = Api::all(client);
+    loop {
+        match api.list(&ListParams::default().limit(1)).await {
+            Ok(_) => {
+                synced.send_replace(true);
+                return;
+            }
+            Err(e) => tracing::debug!(error = %e, "API server not answering yet"),
+        }
+        tokio::time::sleep(every).await;
     }
 }

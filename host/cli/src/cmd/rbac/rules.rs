@@ -81,6 +81,9 @@ pub fn resolve(r: &ResourceRef, known: &KnownPlurals) -> anyhow::Result<GroupRes
     Ok(GroupResource { group, resource })
 }
 
+/// (apiGroup, sorted verbs, resourceNames): resources sharing them merge into one rule.
+type RuleKey = (String, Vec<&'static str>, Vec<String>);
+
 /// Grants accumulated per (group, resource, resourceNames).
 #[derive(Debug, Default)]
 struct Grants(BTreeMap<(String, String, Vec<String>), BTreeSet<&'static str>>);
@@ -101,8 +104,7 @@ impl Grants {
 
     /// Rules, merging resources of one group that share verbs and names.
     fn rules(self) -> Vec<PolicyRule> {
-        let mut merged: BTreeMap<(String, Vec<&'static str>, Vec<String>), Vec<String>> =
-            BTreeMap::new();
+        let mut merged: BTreeMap<RuleKey, Vec<String>> = BTreeMap::new();
         for ((group, resource, names), verbs) in self.0 {
             let mut verbs: Vec<&'static str> = verbs.into_iter().collect();
             verbs.sort_by_key(|v| VERB_ORDER.iter().position(|o| o == v));
@@ -218,8 +220,11 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
-    /// Rules as (group, resources, names, verbs) tuples for compact assertions.
-    fn flat(rules: &[PolicyRule]) -> Vec<(String, Vec<String>, Vec<String>, Vec<String>)> {
+    /// (group, resources, names, verbs).
+    type Flat = (String, Vec<String>, Vec<String>, Vec<String>);
+
+    /// Rules as tuples for compact assertions.
+    fn flat(rules: &[PolicyRule]) -> Vec<Flat> {
         rules
             .iter()
             .map(|r| {

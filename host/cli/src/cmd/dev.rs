@@ -1,0 +1,177 @@
+//! `wasm-reconciler dev` (issue 6): the embedded default in one process — the
+//! embedded API server, the host, the CRDs, the example plugins installed as
+//! WasmControllers and sample parents — so a newcomer sees it work with one
+//! command and a plugin author gets a hot-reload inner loop.
+//!
+//! The plugins are loaded from local files (`spec.plugin.path`) in
+//! `--plugin-dir`; [`reload`] notices when such a file changes and nudges the
+//! WasmController so the manager reloads it at once.
+
+mod reload;
+mod report;
+mod seed;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+/// Log filter used when neither `--log-level` nor `RUST_LOG` is set: the
+/// host's reconcile actions at info, everything else only when it goes wrong.
+pub const DEFAULT_LOG_FILTER: &str = "warn,wasm_reconciler=info,wr_engine=info";
+
+#[derive(Debug, clap::Args)]
+pub struct DevArgs {
+    /// Port of the embedded API server (0 picks a free port).
+    #[arg(long, default_value_t = 6443)]
+    pub port: u16,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Keep the cluster's objects here across restarts (snapshot + write-ahead
+    /// log). Without it the cluster lives in memory and is gone on exit.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Directory holding the example components `static_site.wasm` and
+    /// `tombstone.wasm` (what `plugins/build.sh` produces). Watched: rebuild a
+    /// plugin and the running controller hot-reloads it.
+    /// [default: $CARGO_TARGET_DIR/plugins/wasm32-wasip2/plugin, or
+    /// ./target/plugins/wasm32-wasip2/plugin]
+    #[arg(long)]
+    pub plugin_dir: Option<PathBuf>,
+    /// Where to write the kubeconfig [default: <data-dir>/kubeconfig with
+    /// --data-dir, else ./dev.kubeconfig].
+    #[arg(long)]
+    pub kubeconfig_out: Option<PathBuf>,
+    /// Do not create the sample parents (StaticSite `web`, Workspace `team-a`).
+    #[arg(long)]
+    pub no_samples: bool,
+}
+
+impl DevArgs {
+    fn plugin_dir(&self) -> PathBuf {
+        match &self.plugin_dir {
+            Some(d) => d.clone(),
+            None => std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("target"))
+                .join("plugins")
+                .join("wasm32-wasip2")
+                .join("plugin"),
+        }
+    }
+
+    fn kubeconfig_path(&self) -> PathBuf {
+        match (&self.kubeconfig_out, &self.data_dir) {
+            (Some(p), _) => p.clone(),
+            (None, Some(d)) => d.join("kubeconfig"),
+            (None, None) => PathBuf::from("dev.kubeconfig"),
+        }
+    }
+}
+
+pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    rt.block_on(serve(args))
+}
+
+/// Absolute form of `p` (for the printed commands, which may be pasted anywhere).
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+async fn serve(args: DevArgs) -> anyhow::Result<ExitCode> {
+    let plugin_dir = absolute(&args.plugin_dir());
+    let plugins = seed::plugin_files(&plugin_dir)?;
+
+    let server = wr_apiserver::start(wr_apiserver::Config {
+        bind: SocketAddr::new(args.bind, args.port),
+        data_dir: args.data_dir.clone(),
+        ..Default::default()
+    })
+    .await
+    .context("starting the embedded API server")?;
+    let kubeconfig = absolute(&args.kubeconfig_path());
+    if let Some(parent) = kubeconfig.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    server
+        .write_kubeconfig(&kubeconfig)
+        .with_context(|| format!("writing kubeconfig to {}", kubeconfig.display()))?;
+
+    let result = run_host(&args, &server, &plugins, &kubeconfig).await;
+    server.shutdown().await;
+    result
+}
+
+async fn run_host(
+    args: &DevArgs,
+    server: &wr_apiserver::RunningServer,
+    plugins: &[seed::PluginFile],
+    kubeconfig: &Path,
+) -> anyhow::Result<ExitCode> {
+    let config = kube::Config::new(server.url().parse().context("API server URL")?);
+    let client = kube::Client::try_from(config.clone())?;
+    let engine_client = kube::Client::try_from(wr_engine::engine_config(config))?;
+
+    seed::install(&client, plugins, !args.no_samples).await?;
+
+    let runtime = wr_runtime::PluginRuntime::new(wr_runtime::RuntimeConfig {
+        cache_dir: args.data_dir.as_ref().map(|d| d.join("compile-cache")),
+        ..Default::default()
+    })
+    .map_err(|e| anyhow::anyhow!("starting the plugin runtime: {e}"))?;
+    let loader = Arc::new(wr_engine::wasm::WasmLoader::new(runtime));
+    let opts = wr_engine::ManagerOptions {
+        // A plugin author's edit should show within a second even without the watcher.
+        plugin_poll: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let manager = wr_engine::Manager::new(engine_client, loader, opts);
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let watcher = tokio::spawn(reload::watch(
+        client.clone(),
+        plugins.to_vec(),
+        stop_rx.clone(),
+    ));
+    let reporter = tokio::spawn(report::follow_parents(client.clone(), stop_rx));
+
+    // The banner is the command's output: stdout, after everything is installed.
+    print!(
+        "{}",
+        report::banner(&server.url(), kubeconfig, args.data_dir.as_deref())
+    );
+    tracing::info!(url = %server.url(), "dev cluster running; Ctrl-C to stop");
+
+    let result = manager.run(shutdown_signal()).await;
+    let _ = stop_tx.send(true);
+    let _ = watcher.await;
+    let _ = reporter.await;
+    result.context("running the controller manager")?;
+    tracing::info!("dev cluster stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch SIGTERM; stopping on Ctrl-C only");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! `wasm-reconciler publish`: turn a component into the ConfigMap(s) a
+//! WasmController references — one ConfigMap when it fits (zstd-compressed when
+//! that is smaller), otherwise chunk ConfigMaps plus a manifest (format in
+//! `docs/hot-reload.md`). Prints them as YAML (`-o yaml`, the default) or
+//! server-side applies them (`--apply`), chunks first and the manifest last so
+//! the host never sees a manifest whose chunks are not there yet.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use wr_engine::chunked::{self, PublishOptions};
+
+/// Field manager of `publish --apply`.
+const FIELD_MANAGER: &str = "wasm-reconciler-publish";
+
+#[derive(Debug, clap::Args)]
+pub struct PublishArgs {
+    /// The component (.wasm).
+    #[arg(long)]
+    pub plugin: PathBuf,
+    /// Name of the ConfigMap the WasmController references (`spec.plugin.configMap.name`).
+    #[arg(long)]
+    pub name: String,
+    /// Namespace of the ConfigMap(s).
+    #[arg(long, short = 'n')]
+    pub namespace: String,
+    /// binaryData key of a single-ConfigMap component.
+    #[arg(long, default_value = wr_engine::plugin_source::DEFAULT_KEY)]
+    pub key: String,
+    /// Server-side apply the ConfigMaps to the cluster instead of printing them.
+    #[arg(long, conflicts_with = "output")]
+    pub apply: bool,
+    /// Output format when not applying (only `yaml`).
+    #[arg(long, short = 'o', value_parser = ["yaml"])]
+    pub output: Option<String>,
+    /// Kubeconfig file for `--apply` (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// zstd compression level (1-22).
+    #[arg(long, default_value_t = 10)]
+    pub zstd_level: i32,
+}
+
+pub fn run(args: PublishArgs) -> anyhow::Result<ExitCode> {
+    let bytes = std::fs::read(&args.plugin)
+        .with_context(|| format!("reading {}", args.plugin.display()))?;
+    let opts = PublishOptions {
+        zstd_level: args.zstd_level,
+        ..PublishOptions::default()
+    };
+    let cms = chunked::to_configmaps(&bytes, &args.name, &args.namespace, &args.key, opts)
+        .context("encoding the component")?;
+    let digest = wr_engine::plugin_source::digest(&bytes);
+    tracing::info!(digest = %digest, configmaps = cms.len(), bytes = bytes.len(), "component encoded");
+    if !args.apply {
+        print!("{}", to_yaml(&cms)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    rt.block_on(apply(&args, &cms))?;
+    println!(
+        "published {digest} as {} ConfigMap(s) {}/{}",
+        cms.len(),
+        args.namespace,
+        args.name
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Multi-document YAML, in apply order.
+pub fn to_yaml(cms: &[ConfigMap]) -> anyhow::Result<String> {
+    let mut out = String::new();
+    for cm in cms {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(cm).context("rendering YAML")?);
+    }
+    Ok(out)
+}
+
+async fn apply(args: &PublishArgs, cms: &[ConfigMap]) -> anyhow::Result<()> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    let client = kube::Client::try_from(config)?;
+    let api: Api<ConfigMap> = Api::namespaced(client, &args.namespace);
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    for cm in cms {
+        let name = cm.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &pp, &Patch::Apply(cm))
+            .await
+            .with_context(|| format!("applying ConfigMap {}/{name}", args.namespace))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_lists_chunks_before_the_manifest_and_parses_back() {
+        let mut component = b"\0asm\x0d\x00\x01\x00".to_vec();
+        let mut x: u32 = 7;
+        for _ in 0..40_000 {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            component.push((x >> 24) as u8);
+        }
+        let opts = PublishOptions {
+            max_chunk_bytes: 10_000,
+            zstd_level: 3,
+        };
+        let cms = chunked::to_configmaps(&component, "p", "ns", "plugin.wasm", opts).unwrap();
+        let yaml = to_yaml(&cms).unwrap();
+        let docs: Vec<ConfigMap> = yaml
+            .split("---\n")
+            .filter(|d| !d.trim().is_empty())
+            .map(|d| serde_yaml::from_str(d).unwrap())
+            .collect();
+        assert_eq!(docs.len(), cms.len());
+        assert!(docs.len() >= 5);
+        let last = docs.last().unwrap();
+        assert_eq!(last.metadata.name.as_deref(), Some("p"));
+        assert!(
+            last.data
+                .as_ref()
+                .unwrap()
+                .contains_key(chunked::MANIFEST_KEY)
+        );
+        let m =
+            chunked::parse_manifest(&last.data.as_ref().unwrap()[chunked::MANIFEST_KEY]).unwrap();
+        let back = chunked::reassemble(
+            &m,
+            |n| {
+                docs.iter()
+                    .find(|d| d.metadata.name.as_deref() == Some(n))
+                    .and_then(wr_engine::plugin_source::chunk_bytes)
+            },
+            1 << 20,
+        )
+        .unwrap();
+        assert_eq!(back, component);
+    }
+}

@@ -1,0 +1,290 @@
+//! Acceptance test of `wasm-reconciler dev` (issue 6, first bullet): the
+//! README's first command, bounded in time, with kubectl as the referee —
+//! the example parents become Ready with their children, an edit of a parent
+//! reaches its children, a rebuilt plugin is hot-reloaded, SIGINT stops it
+//! with exit 0, and a restart on the same data directory keeps the state.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use wr_tests::plugins::plugin_path;
+
+/// Generous bound for anything to converge (first start compiles two components).
+const CONVERGE: Duration = Duration::from_secs(120);
+
+struct Dev {
+    child: Child,
+    log: PathBuf,
+    out: PathBuf,
+}
+
+impl Dev {
+    fn start(work: &Path, plugins: &Path, tag: &str) -> Dev {
+        let log = work.join(format!("dev-{tag}.log"));
+        let out = work.join(format!("dev-{tag}.out"));
+        let child = Command::new(env!("CARGO_BIN_EXE_wasm-reconciler"))
+            .args(["dev", "--port", "0", "--plugin-dir"])
+            .arg(plugins)
+            .arg("--data-dir")
+            .arg(work.join("data"))
+            .arg("--kubeconfig-out")
+            .arg(work.join("kubeconfig"))
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("cannot start wasm-reconciler dev");
+        Dev { child, log, out }
+    }
+
+    fn diagnostics(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(40).collect();
+        format!(
+            "--- dev stderr (last lines, newest first):\n{}",
+            tail.join("\n")
+        )
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{sig} failed");
+    }
+
+    /// Waits (bounded) for the process to exit.
+    fn wait_exit(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "dev did not exit after the signal\n{}",
+                self.diagnostics()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run kubectl: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn get_json(kubeconfig: &Path, args: &[&str]) -> Option<Value> {
+    let mut a = args.to_vec();
+    a.extend(["-o", "json"]);
+    serde_json::from_str(&kubectl(kubeconfig, &a).ok()?).ok()
+}
+
+/// Polls `f` until it returns Some, failing with the dev log after [`CONVERGE`].
+fn eventually<T>(dev: &Dev, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for: {what}\n{}",
+            dev.diagnostics()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The parent's uid once its Ready condition is True for its current generation.
+fn ready_uid(kc: &Path, kind: &str, name: &str) -> Option<String> {
+    let p = get_json(kc, &["get", kind, name])?;
+    let generation = p["metadata"]["generation"].as_i64()?;
+    let ready = p["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")?;
+    (ready["status"] == "True" && ready["observedGeneration"].as_i64() == Some(generation))
+        .then(|| p["metadata"]["uid"].as_str().map(str::to_string))
+        .flatten()
+}
+
+/// Names of the objects of `resources` controlled by the object with `uid`.
+fn children_of(kc: &Path, resources: &str, uid: &str) -> Vec<String> {
+    let Some(list) = get_json(kc, &["get", resources]) else {
+        return vec![];
+    };
+    let mut names: Vec<String> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| {
+            o["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(|refs| {
+                    refs.iter()
+                        .any(|r| r["uid"] == uid && r["controller"] == true)
+                })
+        })
+        .map(|o| {
+            format!(
+                "{}/{}",
+                o["kind"].as_str().unwrap_or(""),
+                o["metadata"]["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+fn deployment_replicas(kc: &Path) -> Option<i64> {
+    get_json(kc, &["get", "deployment", "web"])?["spec"]["replicas"].as_i64()
+}
+
+/// Appends a custom section to a component: still a valid component, new digest.
+fn with_custom_section(mut bytes: Vec<u8>, payload: &[u8]) -> Vec<u8> {
+    let name = b"dev-test";
+    let mut body = vec![name.len() as u8];
+    body.extend_from_slice(name);
+    body.extend_from_slice(payload);
+    bytes.push(0); // custom section id
+    let mut n = body.len();
+    loop {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            bytes.push(b);
+            break;
+        }
+        bytes.push(b | 0x80);
+    }
+    bytes.extend_from_slice(&body);
+    bytes
+}
+
+#[test]
+fn dev_runs_the_examples_follows_edits_hot_reloads_and_stops_cleanly() {
+    let work = tempfile::tempdir().unwrap();
+    let plugins = work.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    for name in ["static-site", "tombstone"] {
+        let src = plugin_path(name);
+        std::fs::copy(&src, plugins.join(src.file_name().unwrap())).unwrap();
+    }
+    let kc = work.path().join("kubeconfig");
+
+    let mut dev = Dev::start(work.path(), &plugins, "first");
+
+    // The example parents become Ready with their children.
+    let web = eventually(&dev, "StaticSite web Ready", || {
+        ready_uid(&kc, "staticsite", "web")
+    });
+    let web_children = eventually(&dev, "children of web", || {
+        let c = children_of(&kc, "deployments,services,configmaps", &web);
+        (c.len() == 3).then_some(c)
+    });
+    assert_eq!(
+        web_children,
+        ["ConfigMap/web-content", "Deployment/web", "Service/web"]
+    );
+    let team = eventually(&dev, "Workspace team-a Ready", || {
+        ready_uid(&kc, "workspace", "team-a")
+    });
+    eventually(&dev, "children of team-a", || {
+        (!children_of(&kc, "configmaps", &team).is_empty()).then_some(())
+    });
+
+    // The banner's commands name the kubeconfig the test is using.
+    let banner = std::fs::read_to_string(&dev.out).unwrap();
+    let expected = format!(
+        "kubectl --kubeconfig {} get staticsites,deployments",
+        kc.display()
+    );
+    assert!(banner.contains(&expected), "banner:\n{banner}");
+
+    // Edit the parent: the Deployment follows.
+    assert_eq!(deployment_replicas(&kc), Some(2));
+    kubectl(
+        &kc,
+        &[
+            "patch",
+            "staticsite",
+            "web",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"replicas":3}}"#,
+        ],
+    )
+    .unwrap();
+    eventually(&dev, "Deployment web scaled to 3", || {
+        (deployment_replicas(&kc) == Some(3)).then_some(())
+    });
+
+    // Rebuild the plugin (same logic, new bytes): the controller reloads it.
+    let wasm = plugins.join("static_site.wasm");
+    let new_bytes = with_custom_section(std::fs::read(&wasm).unwrap(), b"rebuilt");
+    let new_digest = format!("sha256:{:x}", Sha256::digest(&new_bytes));
+    std::fs::write(&wasm, &new_bytes).unwrap();
+    eventually(&dev, "static-site reloaded the rebuilt component", || {
+        let wc = get_json(&kc, &["get", "wasmcontroller", "static-site"])?;
+        (wc["status"]["pluginDigest"] == new_digest.as_str()).then_some(())
+    });
+    kubectl(
+        &kc,
+        &[
+            "patch",
+            "staticsite",
+            "web",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"replicas":4}}"#,
+        ],
+    )
+    .unwrap();
+    eventually(&dev, "reloaded plugin scales web to 4", || {
+        (deployment_replicas(&kc) == Some(4)).then_some(())
+    });
+
+    dev.signal("INT");
+    let status = dev.wait_exit();
+    assert!(status.success(), "exit {status:?}\n{}", dev.diagnostics());
+
+    // Restart on the same data directory: objects (and the edit) are kept,
+    // the samples are not reset, and everything is Ready again.
+    let mut dev = Dev::start(work.path(), &plugins, "second");
+    eventually(&dev, "StaticSite web Ready after restart", || {
+        ready_uid(&kc, "staticsite", "web").filter(|u| *u == web)
+    });
+    assert_eq!(deployment_replicas(&kc), Some(4));
+    dev.signal("TERM");
+    let status = dev.wait_exit();
+    assert!(status.success(), "exit {status:?}\n{}", dev.diagnostics());
+}

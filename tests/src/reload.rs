@@ -1,0 +1,170 @@
+//! Helpers for the hot-reload tests: plugin ConfigMaps, WasmControllers that
+//! reference them, and reading what the host reports (status, events).
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use wr_engine::WasmController;
+
+use crate::cluster::{Env, TEST_GROUP};
+
+/// Server-side applies `cms` in order (as `wasm-reconciler publish --apply` does).
+pub async fn apply_configmaps(env: &Env, cms: &[ConfigMap]) -> Result<()> {
+    for cm in cms {
+        let ns = cm.metadata.namespace.clone().context("namespace")?;
+        let name = cm.metadata.name.clone().context("name")?;
+        let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+        api.patch(
+            &name,
+            &PatchParams::apply("publish").force(),
+            &Patch::Apply(cm),
+        )
+        .await
+        .with_context(|| format!("applying ConfigMap {ns}/{name}"))?;
+    }
+    Ok(())
+}
+
+/// Publishes `component` as ConfigMap(s) `name` in `ns` (compressing/chunking as needed).
+pub async fn publish(env: &Env, ns: &str, name: &str, component: &[u8]) -> Result<Vec<ConfigMap>> {
+    let cms = wr_engine::chunked::to_configmaps(
+        component,
+        name,
+        ns,
+        wr_engine::plugin_source::DEFAULT_KEY,
+        wr_engine::chunked::PublishOptions::default(),
+    )?;
+    apply_configmaps(env, &cms).await?;
+    Ok(cms)
+}
+
+/// Writes raw `bytes` (no checks, no compression) into `binaryData["plugin.wasm"]`.
+pub async fn put_raw(env: &Env, ns: &str, name: &str, bytes: &[u8]) -> Result<()> {
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns},
+        "binaryData": {"plugin.wasm": base64_encode(bytes)}
+    }))?;
+    apply_configmaps(env, &[cm]).await
+}
+
+fn base64_encode(b: &[u8]) -> String {
+    // k8s-openapi's ByteString serialises as base64; reuse it rather than a crate.
+    serde_json::to_value(k8s_openapi::ByteString(b.to_vec()))
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// A Widget controller whose plugin comes from ConfigMap `ns/cm`; `extra` is
+/// merged into `spec.plugin` (sha256 pin, rollback policy).
+pub async fn configmap_controller(
+    env: &Env,
+    name: &str,
+    ns: &str,
+    cm: &str,
+    extra: Value,
+) -> Result<()> {
+    let mut plugin = json!({"configMap": {"name": cm, "namespace": ns}});
+    if let (Some(p), Some(e)) = (plugin.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            p.insert(k.clone(), v.clone());
+        }
+    }
+    env.create_controller(json!({
+        "apiVersion": "wasm-reconciler.dev/v1alpha1",
+        "kind": "WasmController",
+        "metadata": {"name": name},
+        "spec": {
+            "parentResource": {"apiVersion": format!("{TEST_GROUP}/v1"), "resource": "widgets"},
+            "childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "plugin": plugin,
+            "resyncPeriodSeconds": 3600,
+            "maxConcurrentReconciles": 8
+        }
+    }))
+    .await
+}
+
+/// The WasmController `name`.
+pub async fn controller(env: &Env, name: &str) -> Result<WasmController> {
+    let api: Api<WasmController> = Api::all(env.client.clone());
+    Ok(api.get(name).await?)
+}
+
+/// (status, reason, message) of condition `type_` of WasmController `name`.
+pub async fn condition(env: &Env, name: &str, type_: &str) -> Option<(String, String, String)> {
+    let wc = controller(env, name).await.ok()?;
+    let c = wc
+        .status?
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == type_)?;
+    Some((c.status, c.reason, c.message))
+}
+
+/// `status.pluginDigest` of WasmController `name`.
+pub async fn active_digest(env: &Env, name: &str) -> Option<String> {
+    controller(env, name).await.ok()?.status?.plugin_digest
+}
+
+/// Events about WasmController `name` (they live in `default`: it is cluster-scoped).
+pub async fn controller_events(env: &Env, name: &str) -> Vec<(String, String, String)> {
+    let api: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    api.list(&ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter(|e| {
+                    e.involved_object.kind.as_deref() == Some("WasmController")
+                        && e.involved_object.name.as_deref() == Some(name)
+                })
+                .map(|e| {
+                    (
+                        e.type_.unwrap_or_default(),
+                        e.reason.unwrap_or_default(),
+                        e.message.unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A valid component made `target` bytes large by appending a custom section of
+/// incompressible filler (custom sections are legal anywhere in a component and
+/// ignored by the runtime) — stands in for a JavaScript/Python component.
+pub fn inflate_component(component: &[u8], target: usize) -> Vec<u8> {
+    let name = b"wr-test-filler";
+    let filler_len = target.saturating_sub(component.len() + name.len() + 12);
+    let mut payload = Vec::with_capacity(name.len() + 1 + filler_len);
+    payload.push(name.len() as u8);
+    payload.extend_from_slice(name);
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..filler_len {
+        // xorshift: cheap bytes that compression cannot shrink.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        payload.push((x >> 24) as u8);
+    }
+    let mut out = component.to_vec();
+    out.push(0); // custom section id
+    leb128(&mut out, payload.len() as u64);
+    out.extend_from_slice(&payload);
+    out
+}
+
+fn leb128(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}

@@ -1,0 +1,459 @@
+//! Hot reload of plugins from ConfigMaps (issue 5) against the embedded API
+//! server: rollout to live parents, refused versions, chunked components,
+//! automatic rollback. Plugins are native test plugins registered under the
+//! bytes stored in the ConfigMap (so each "version" is a known function), plus
+//! real components where the runtime itself must refuse them.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::Result;
+use kube::api::{ListParams, Patch, PatchParams};
+use serde_json::json;
+use wr_engine::PluginError;
+use wr_tests::cluster::*;
+use wr_tests::reload::*;
+
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+/// Version `v` of the test logic: children `<parent>-a` and `<parent>-b`, both
+/// stamped with the version (a reconcile that mixed versions would show two).
+fn versioned(v: &'static str) -> Arc<ScriptPlugin> {
+    ScriptPlugin::new(v, move |req, _| {
+        let name = req.parent["metadata"]["name"]
+            .as_str()
+            .unwrap_or("x")
+            .to_string();
+        let value = req.parent["spec"]["value"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        Ok(response(
+            ["a", "b"]
+                .iter()
+                .map(|s| {
+                    json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": format!("{name}-{s}"), "labels": {"app": name}},
+                       "data": {"value": value, "version": v}})
+                })
+                .collect(),
+        ))
+    })
+}
+
+fn bytes_of(v: &str) -> Vec<u8> {
+    format!("native-plugin:{v}").into_bytes()
+}
+
+/// (version of child a, version of child b, uid of child a) per parent.
+async fn children(env: &Env, ns: &str) -> Result<HashMap<String, (String, String, String)>> {
+    let list = env
+        .configmaps(ns)
+        .list(&ListParams::default().labels("app"))
+        .await?;
+    let mut out: HashMap<String, (String, String, String)> = HashMap::new();
+    for cm in list.items {
+        let parent = cm
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app"))
+            .cloned()
+            .unwrap_or_default();
+        let v = cm.data["data"]["version"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let e = out.entry(parent).or_default();
+        match cm.metadata.name.as_deref().unwrap_or("").ends_with("-a") {
+            true => {
+                e.0 = v;
+                e.2 = cm.metadata.uid.clone().unwrap_or_default();
+            }
+            false => e.1 = v,
+        }
+    }
+    Ok(out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_with_200_live_parents_switches_every_parent_without_recreating_children()
+-> Result<()> {
+    init_tracing();
+    let mut env = Env::start().await?;
+    env.namespace("ns1").await?;
+    let (v1, v2) = (versioned("v1"), versioned("v2"));
+    env.loader.register(&bytes_of("v1"), v1.clone());
+    env.loader.register(&bytes_of("v2"), v2.clone());
+    put_raw(&env, "ns1", "plugin", &bytes_of("v1")).await?;
+    configmap_controller(&env, "widgets", "ns1", "plugin", json!({})).await?;
+    env.start_manager();
+    for i in 0..200 {
+        env.create_widget("ns1", &format!("w{i:03}"), json!({"value": i.to_string()}))
+            .await?;
+    }
+    eventually("all 200 parents on v1", 180, || async {
+        let c = children(&env, "ns1").await.ok()?;
+        (c.len() == 200 && c.values().all(|(a, b, _)| a == "v1" && b == "v1")).then_some(())
+    })
+    .await?;
+    let before = children(&env, "ns1").await?;
+    let v1_digest = active_digest(&env, "widgets").await;
+    assert_eq!(
+        v1_digest,
+        Some(wr_engine::plugin_source::digest(&bytes_of("v1")))
+    );
+    env.server.clear_requests();
+
+    put_raw(&env, "ns1", "plugin", &bytes_of("v2")).await?;
+    eventually("all 200 parents on v2", 180, || async {
+        let c = children(&env, "ns1").await.ok()?;
+        (c.len() == 200 && c.values().all(|(a, b, _)| a == "v2" && b == "v2")).then_some(())
+    })
+    .await?;
+    let after = children(&env, "ns1").await?;
+    for (parent, (a, b, uid)) in &after {
+        assert_eq!(a, b, "{parent}: one reconcile produced two versions");
+        assert_eq!(
+            Some(uid),
+            before.get(parent).map(|x| &x.2),
+            "{parent}: child recreated"
+        );
+    }
+    let deletes: Vec<_> = env
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.resource == "configmaps" && r.verb == "delete")
+        .collect();
+    assert!(
+        deletes.is_empty(),
+        "children deleted during rollout: {deletes:?}"
+    );
+    // The old version is no longer called once the new one is active.
+    eventually("status reports v2", 20, || async {
+        (active_digest(&env, "widgets").await
+            == Some(wr_engine::plugin_source::digest(&bytes_of("v2"))))
+        .then_some(())
+    })
+    .await?;
+    let wc = controller(&env, "widgets").await?;
+    let st = wc.status.unwrap_or_default();
+    assert!(st.plugin_loaded_at.is_some());
+    let cm_rv = env
+        .configmaps("ns1")
+        .get("plugin")
+        .await?
+        .metadata
+        .resource_version;
+    assert_eq!(st.plugin_source_resource_version, cm_rv);
+    // Let the post-swap settle pass finish, then a change must reach v2 only.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let v1_calls = v1.calls();
+    let v2_before = v2.calls();
+    env.widgets("ns1")
+        .patch(
+            "w000",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"value": "new"}})),
+        )
+        .await?;
+    eventually("v2 reconciles the change", 20, || async {
+        (v2.calls() > v2_before).then_some(())
+    })
+    .await?;
+    assert_eq!(v1.calls(), v1_calls, "old version called after the swap");
+    env.stop_manager().await;
+    Ok(())
+}
+
+async fn wait_refused(env: &Env, wc: &str, reason: &str) -> Result<String> {
+    eventually(&format!("PluginLoaded=False/{reason}"), 30, || async {
+        let (s, r, m) = condition(env, wc, "PluginLoaded").await?;
+        (s == "False" && r == reason).then_some(m)
+    })
+    .await?;
+    eventually(&format!("Warning event {reason}"), 10, || async {
+        controller_events(env, wc)
+            .await
+            .into_iter()
+            .find(|(t, r, _)| t == "Warning" && r == reason)
+            .map(|(_, _, m)| m)
+    })
+    .await
+}
+
+/// The old version still serves: a parent change is reconciled by it.
+async fn still_serving(env: &Env, v1: &ScriptPlugin, parent: &str, value: &str) -> Result<()> {
+    let before = v1.calls();
+    env.widgets("ns1")
+        .patch(
+            parent,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"value": value}})),
+        )
+        .await?;
+    eventually("old version reconciles", 20, || async {
+        let cm = env
+            .configmaps("ns1")
+            .get_opt(&format!("{parent}-a"))
+            .await
+            .ok()??;
+        (v1.calls() > before
+            && cm.data["data"]["value"] == value
+            && cm.data["data"]["version"] == "v1")
+            .then_some(())
+    })
+    .await
+}
+
+fn gzip(b: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let _ = e.write_all(b);
+    e.finish().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_versions_are_refused_and_the_old_one_keeps_running() -> Result<()> {
+    init_tracing();
+    let mut env = Env::start_with_wasm().await?;
+    env.namespace("ns1").await?;
+    let v1 = versioned("v1");
+    env.loader.register(&bytes_of("v1"), v1.clone());
+    put_raw(&env, "ns1", "plugin", &bytes_of("v1")).await?;
+    configmap_controller(&env, "widgets", "ns1", "plugin", json!({})).await?;
+    env.start_manager();
+    env.create_widget("ns1", "w1", json!({"value": "0"}))
+        .await?;
+    let v1_digest = wr_engine::plugin_source::digest(&bytes_of("v1"));
+    eventually("v1 active", 30, || async {
+        (active_digest(&env, "widgets").await == Some(v1_digest.clone())).then_some(())
+    })
+    .await?;
+
+    // Corrupt: looks like wasm, is not.
+    put_raw(&env, "ns1", "plugin", b"\0asm\x01\x00\x00\x00garbage").await?;
+    let m = wait_refused(&env, "widgets", "LoadFailed").await?;
+    assert!(m.contains("previous version keeps running"), "{m}");
+    assert_eq!(
+        active_digest(&env, "widgets").await,
+        Some(v1_digest.clone())
+    );
+    still_serving(&env, &v1, "w1", "1").await?;
+
+    // Wrong world: a valid, empty component.
+    put_raw(&env, "ns1", "plugin", b"\0asm\x0d\x00\x01\x00").await?;
+    let (_, _, m) = eventually("world mismatch reported", 30, || async {
+        let c = condition(&env, "widgets", "PluginLoaded").await?;
+        c.2.contains("world").then_some(c)
+    })
+    .await?;
+    assert!(m.contains("reconciler"), "{m}");
+    assert_eq!(
+        active_digest(&env, "widgets").await,
+        Some(v1_digest.clone())
+    );
+    still_serving(&env, &v1, "w1", "2").await?;
+
+    // Gzip bomb: 200 MiB of zeros in ~200 KiB.
+    put_raw(&env, "ns1", "plugin", &gzip(&vec![0u8; 200 << 20])).await?;
+    let m = wait_refused(&env, "widgets", "TooLarge").await?;
+    assert!(m.contains("exceeds"), "{m}");
+    still_serving(&env, &v1, "w1", "3").await?;
+
+    // Chunk set with one stale chunk: publish a big component, then overwrite one chunk.
+    let big = inflate_component(b"\0asm\x0d\x00\x01\x00", 3 << 20);
+    let cms = publish(&env, "ns1", "plugin", &big).await?;
+    assert!(cms.len() > 3);
+    let mut stale = cms[1].clone();
+    stale.binary_data = Some(
+        [(
+            "chunk".to_string(),
+            k8s_openapi::ByteString(b"stale".to_vec()),
+        )]
+        .into(),
+    );
+    stale.metadata.resource_version = None;
+    apply_configmaps(&env, &[stale]).await?;
+    let m = eventually("stale chunk reported", 30, || async {
+        let (s, r, m) = condition(&env, "widgets", "PluginLoaded").await?;
+        (s == "False" && r == "ChunkSetIncomplete" && m.contains("chunk 1")).then_some(m)
+    })
+    .await?;
+    assert!(m.contains("manifest expects"), "{m}");
+    wait_refused(&env, "widgets", "ChunkSetIncomplete").await?;
+    assert_eq!(
+        active_digest(&env, "widgets").await,
+        Some(v1_digest.clone())
+    );
+    still_serving(&env, &v1, "w1", "4").await?;
+    env.stop_manager().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sha256_pin_mismatch_is_refused_with_expected_and_actual() -> Result<()> {
+    init_tracing();
+    let mut env = Env::start().await?;
+    env.namespace("ns1").await?;
+    let (v1, v2) = (versioned("v1"), versioned("v2"));
+    env.loader.register(&bytes_of("v1"), v1.clone());
+    env.loader.register(&bytes_of("v2"), v2.clone());
+    put_raw(&env, "ns1", "plugin", &bytes_of("v1")).await?;
+    let pin = wr_engine::plugin_source::digest(&bytes_of("v1"));
+    configmap_controller(&env, "widgets", "ns1", "plugin", json!({"sha256": pin})).await?;
+    env.start_manager();
+    env.create_widget("ns1", "w1", json!({"value": "0"}))
+        .await?;
+    eventually("v1 active", 30, || async {
+        (active_digest(&env, "widgets").await == Some(pin.clone())).then_some(())
+    })
+    .await?;
+    put_raw(&env, "ns1", "plugin", &bytes_of("v2")).await?;
+    let m = wait_refused(&env, "widgets", "DigestMismatch").await?;
+    let actual = wr_engine::plugin_source::digest(&bytes_of("v2"));
+    assert!(m.contains(&actual) && m.contains(&pin), "{m}");
+    assert_eq!(v2.calls(), 0);
+    still_serving(&env, &v1, "w1", "1").await?;
+    env.stop_manager().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_loaded_controller_reconciles_nothing_and_says_why() -> Result<()> {
+    init_tracing();
+    let mut env = Env::start().await?;
+    env.namespace("ns1").await?;
+    put_raw(&env, "ns1", "plugin", &gzip(&vec![0u8; 100 << 20])).await?;
+    configmap_controller(&env, "widgets", "ns1", "plugin", json!({})).await?;
+    env.start_manager();
+    env.create_widget("ns1", "w1", json!({"value": "0"}))
+        .await?;
+    wait_refused(&env, "widgets", "TooLarge").await?;
+    let (s, r, _) = condition(&env, "widgets", "Ready")
+        .await
+        .unwrap_or_default();
+    assert_eq!((s.as_str(), r.as_str()), ("False", "PluginNotLoaded"));
+    assert!(env.configmaps("ns1").get_opt("w1-a").await?.is_none());
+    // Fixing the ConfigMap starts the controller.
+    let v1 = versioned("v1");
+    env.loader.register(&bytes_of("v1"), v1.clone());
+    put_raw(&env, "ns1", "plugin", &bytes_of("v1")).await?;
+    eventually("child created by v1", 30, || async {
+        env.configmaps("ns1")
+            .get_opt("w1-a")
+            .await
+            .ok()?
+            .map(|_| ())
+    })
+    .await?;
+    env.stop_manager().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_faulty_version_is_rolled_back() -> Result<()> {
+    init_tracing();
+    let mut env = Env::start().await?;
+    env.namespace("ns1").await?;
+    let v1 = versioned("v1");
+    let bad = ScriptPlugin::new("bad", |_, _| {
+        Err(PluginError::Fault {
+            kind: "PluginTrap".into(),
+            message: "unreachable".into(),
+        })
+    });
+    env.loader.register(&bytes_of("v1"), v1.clone());
+    env.loader.register(&bytes_of("bad"), bad.clone());
+    put_raw(&env, "ns1", "plugin", &bytes_of("v1")).await?;
+    configmap_controller(
+        &env,
+        "widgets",
+        "ns1",
+        "plugin",
+        json!({"rollback": {"reconciles": 5, "maxFaultPercent": 40}}),
+    )
+    .await?;
+    env.start_manager();
+    for i in 0..10 {
+        env.create_widget("ns1", &format!("w{i}"), json!({"value": "0"}))
+            .await?;
+    }
+    eventually("10 parents on v1", 60, || async {
+        let c = children(&env, "ns1").await.ok()?;
+        (c.len() == 10 && c.values().all(|(a, _, _)| a == "v1")).then_some(())
+    })
+    .await?;
+    put_raw(&env, "ns1", "plugin", &bytes_of("bad")).await?;
+    let (s, r, cm) = eventually("RolledBack condition", 30, || async {
+        let c = condition(&env, "widgets", "PluginLoaded").await?;
+        (c.1 == "RolledBack").then_some(c)
+    })
+    .await?;
+    assert_eq!(s, "False");
+    assert_eq!(r, "RolledBack");
+    assert!(
+        cm.contains("rolled back to")
+            && cm.contains(&wr_engine::plugin_source::digest(&bytes_of("v1"))),
+        "{cm}"
+    );
+    let m = eventually("Warning event PluginRolledBack", 10, || async {
+        controller_events(&env, "widgets")
+            .await
+            .into_iter()
+            .find(|(t, r, _)| t == "Warning" && r == "PluginRolledBack")
+            .map(|(_, _, m)| m)
+    })
+    .await?;
+    assert!(m.contains("rolled back to"), "event: {m}");
+    assert!(bad.calls() >= 5);
+    assert_eq!(
+        active_digest(&env, "widgets").await,
+        Some(wr_engine::plugin_source::digest(&bytes_of("v1")))
+    );
+    // Every parent is healthy again under v1.
+    let r = eventually("all parents Ready again", 30, || async {
+        let l = env.widgets("ns1").list(&ListParams::default()).await.ok()?;
+        l.items
+            .iter()
+            .all(|w| ready_of(w).map(|r| r.0 == "True").unwrap_or(false))
+            .then_some(())
+    })
+    .await;
+    if r.is_err() {
+        let l = env.widgets("ns1").list(&ListParams::default()).await?;
+        for w in l.items {
+            eprintln!("{:?} {:?}", w.metadata.name, w.data.get("status"));
+        }
+    }
+    r?;
+    env.stop_manager().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunked_18_mib_component_round_trips_through_publish_and_loads() -> Result<()> {
+    init_tracing();
+    let mut env = Env::start_with_wasm().await?;
+    env.namespace("ns1").await?;
+    let real = wr_tests::plugins::plugin_bytes("static-site");
+    let big = inflate_component(&real, 18 << 20);
+    let cms = publish(&env, "ns1", "big-plugin", &big).await?;
+    assert!(cms.len() >= 20, "{} ConfigMaps", cms.len());
+    configmap_controller(&env, "big", "ns1", "big-plugin", json!({})).await?;
+    env.start_manager();
+    let want = wr_engine::plugin_source::digest(&big);
+    eventually("18 MiB component active", 120, || async {
+        let (s, _, _) = condition(&env, "big", "PluginLoaded").await?;
+        (s == "True" && active_digest(&env, "big").await == Some(want.clone())).then_some(())
+    })
+    .await?;
+    env.stop_manager().await;
+    Ok(())
+}
