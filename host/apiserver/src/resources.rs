@@ -174,8 +174,43 @@ pub fn builtins() -> Vec<ResourceDef> {
         ),
         deploy,
         crd,
+        // RBAC objects are stored only (nothing is authorised here), so that
+        // the operator's manifests and `wasm-reconciler rbac` output apply.
+        builtin(
+            RBAC,
+            "v1",
+            "clusterroles",
+            "ClusterRole",
+            false,
+            &[],
+            false,
+            false,
+        ),
+        builtin(
+            RBAC,
+            "v1",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            false,
+            &[],
+            false,
+            false,
+        ),
+        builtin(RBAC, "v1", "roles", "Role", true, &[], false, false),
+        builtin(
+            RBAC,
+            "v1",
+            "rolebindings",
+            "RoleBinding",
+            true,
+            &[],
+            false,
+            false,
+        ),
     ]
 }
+
+const RBAC: &str = "rbac.authorization.k8s.io";
 
 /// Thread-safe registry; CRD writes mutate it, requests read it.
 #[derive(Debug)]
