@@ -5,7 +5,7 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
-BIN="${1:-$HERE/../../target/debug/wasm-reconciler}"
+BIN="${1:-${CARGO_TARGET_DIR:-$HERE/../../target}/debug/wasm-reconciler}"
 WORK="$(mktemp -d)"
 SERVER_PID=""
 cleanup() {
