@@ -4,6 +4,8 @@
 //! parameter (`x-kubernetes-group-version-kind` tags the operation), and
 //! client-side apply looks schemas up in `components.schemas`.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -102,16 +104,19 @@ fn resource_entries(d: &ResourceDef) -> Vec<Value> {
     out
 }
 
-/// `APIResourceList` of one group version, or None when nothing is served there.
-pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+/// The resources served at one group version, or None when there are none.
+fn served(reg: &Registry, group: &str, version: &str) -> Option<Vec<Arc<ResourceDef>>> {
     let defs: Vec<_> = reg
         .all()
         .into_iter()
         .filter(|d| d.group == group && d.serves(version))
         .collect();
-    if defs.is_empty() {
-        return None;
-    }
+    (!defs.is_empty()).then_some(defs)
+}
+
+/// `APIResourceList` of one group version, or None when nothing is served there.
+pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+    let defs = served(reg, group, version)?;
     let gv = if group.is_empty() {
         version.to_string()
     } else {
@@ -125,14 +130,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
 
 /// The OpenAPI v3 document of one group version.
 pub fn openapi_gv(reg: &Registry, group: &str, version: &str) -> Option<Value> {
-    let defs: Vec<_> = reg
-        .all()
-        .into_iter()
-        .filter(|d| d.group == group && d.serves(version))
-        .collect();
-    if defs.is_empty() {
-        return None;
-    }
+    let defs = served(reg, group, version)?;
     let prefix = if group.is_empty() {
         format!("/api/{version}")
     } else {
