@@ -267,7 +267,7 @@ async fn stale_reads_never_create_duplicate_or_random_children() -> Result<()> {
     let creates = env
         .writes("configmaps", None)
         .into_iter()
-        .filter(|r| r.verb == "create" && r.code < 300)
+        .filter(|r| r.created())
         .count();
     assert_eq!(creates, 10, "each child created exactly once");
     Ok(())
@@ -276,7 +276,8 @@ async fn stale_reads_never_create_duplicate_or_random_children() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn response_lost_after_commit_converges_without_duplicates() -> Result<()> {
     let (env, _p) = setup(false).await?;
-    let mut rule = FaultRule::new(&["create"], 1.0, FaultAction::CommitThenDrop);
+    // Children are created by server-side apply (a PATCH answered 201).
+    let mut rule = FaultRule::new(&["patch"], 1.0, FaultAction::CommitThenDrop);
     rule.resources = vec!["configmaps".into()];
     rule.times = Some(2);
     env.server.faults().add_rule(rule);
@@ -284,6 +285,18 @@ async fn response_lost_after_commit_converges_without_duplicates() -> Result<()>
         .await?;
     wait_ready(&env, "ns1", "w1").await?;
     assert_eq!(cm_names(&env, "ns1").await, ["w1-a", "w1-b"]);
+    let dropped = env
+        .writes("configmaps", None)
+        .into_iter()
+        .filter(|r| r.fault.as_deref() == Some("commitThenDrop"))
+        .count();
+    assert_eq!(dropped, 2, "both child creates lost their response");
+    let created = env
+        .writes("configmaps", None)
+        .into_iter()
+        .filter(|r| r.created() && r.fault.is_none())
+        .count();
+    assert_eq!(created, 0, "retries found the committed objects: no second create");
     Ok(())
 }
 
@@ -662,7 +675,7 @@ async fn two_controllers_share_one_configmap_cache() -> Result<()> {
 async fn too_many_requests_is_retried_and_converges() -> Result<()> {
     let (env, _p) = setup(false).await?;
     let mut rule = FaultRule::new(
-        &["create"],
+        &["patch"],
         1.0,
         FaultAction::TooManyRequests {
             retry_after_seconds: 1,

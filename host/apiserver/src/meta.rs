@@ -144,6 +144,42 @@ pub fn check_label(name: &str) -> Option<Cause> {
     })
 }
 
+/// `metadata.ownerReferences`: at most one reference may be the controller,
+/// as kube-apiserver's `ValidateOwnerReferences` enforces. Controllers rely on
+/// this: a server-side apply that would add a second controller reference to
+/// somebody else's object is refused (422) instead of silently co-owning it.
+pub fn check_owner_references(obj: &Value) -> Vec<Cause> {
+    let Some(refs) = meta(obj)
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    let controllers: Vec<String> = refs
+        .iter()
+        .filter(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+        .map(|r| {
+            format!(
+                "{{{} {} {}}}",
+                r.get("kind").and_then(Value::as_str).unwrap_or_default(),
+                r.get("name").and_then(Value::as_str).unwrap_or_default(),
+                r.get("uid").and_then(Value::as_str).unwrap_or_default()
+            )
+        })
+        .collect();
+    if controllers.len() <= 1 {
+        return Vec::new();
+    }
+    vec![Cause {
+        reason: "FieldValueInvalid",
+        field: "metadata.ownerReferences".into(),
+        message: format!(
+            "Invalid value: []v1.OwnerReference{{...}}: Only one reference can have Controller set to true. Found \"true\" in references for {}",
+            controllers.join(" and ")
+        ),
+    }]
+}
+
 /// Label keys and values (`metadata.labels`).
 pub fn check_labels(obj: &Value) -> Vec<Cause> {
     let mut out = Vec::new();
@@ -207,6 +243,21 @@ mod tests {
         let n = generate_name("web-");
         assert!(n.starts_with("web-"));
         assert_eq!(n.len(), 9);
+    }
+
+    #[test]
+    fn only_one_controller_owner_reference() {
+        let one = json!({"metadata": {"ownerReferences": [
+            {"kind": "A", "name": "a", "uid": "1", "controller": true},
+            {"kind": "B", "name": "b", "uid": "2"}]}});
+        assert!(check_owner_references(&one).is_empty());
+        let two = json!({"metadata": {"ownerReferences": [
+            {"kind": "A", "name": "a", "uid": "1", "controller": true},
+            {"kind": "B", "name": "b", "uid": "2", "controller": true}]}});
+        let causes = check_owner_references(&two);
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "metadata.ownerReferences");
+        assert!(causes[0].message.contains("{A a 1} and {B b 2}"), "{}", causes[0].message);
     }
 
     #[test]

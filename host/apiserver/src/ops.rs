@@ -148,9 +148,11 @@ fn check_name(t: &Target<'_>, name: &str) -> Result<(), ApiError> {
     }
 }
 
-/// Schema validation and pruning for custom resources; label checks for all.
+/// Schema validation and pruning for custom resources; label and owner
+/// reference checks for all.
 fn validate(t: &Target<'_>, name: &str, obj: &mut Value) -> Result<(), ApiError> {
     let mut causes = meta::check_labels(obj);
+    causes.extend(meta::check_owner_references(obj));
     if t.def.custom
         && let Some(schema) = t.def.schemas.get(t.version)
     {

@@ -37,6 +37,16 @@ impl RequestRecord {
             "create" | "update" | "patch" | "delete" | "deletecollection"
         )
     }
+
+    /// A write that created an object: a successful POST, or a server-side
+    /// apply (or other patch) answered 201 Created.
+    pub fn created(&self) -> bool {
+        match self.verb.as_str() {
+            "create" => (200..300).contains(&self.code),
+            "patch" => self.code == 201,
+            _ => false,
+        }
+    }
 }
 
 /// Append-only log shared by all handlers.

@@ -34,6 +34,8 @@ enum Command {
     Rbac(cmd::rbac::RbacArgs),
     /// Encode a component as the ConfigMap(s) a WasmController loads (compressed, chunked as needed).
     Publish(cmd::publish::PublishArgs),
+    /// Preview a candidate plugin over a controller's live parents; applies nothing.
+    Plan(cmd::plan::PlanArgs),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Command::Rbac(args) => cmd::rbac::run(args),
         Command::Dev(args) => cmd::dev::run(args),
         Command::Publish(args) => cmd::publish::run(args),
+        Command::Plan(args) => cmd::plan::run(args),
     };
     match result {
         Ok(code) => code,

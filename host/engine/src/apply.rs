@@ -1,18 +1,33 @@
-//! Bringing one child to its desired state: the pure decision ([`plan`]) and the
+//! Bringing one child to its desired state: the pure decision ([`decide`]) and the
 //! API calls that carry it out.
 //!
-//! * New children are created with POST, not server-side apply: a POST fails with
-//!   409 AlreadyExists when an object of that name exists that our (possibly
-//!   stale) cache did not show, so the host never silently takes over somebody
-//!   else's object. Existing children it controls are updated with server-side
-//!   apply under the controller's field manager (`force`, since the host owns the
-//!   fields the plugin sets and must restore them after a hand edit).
+//! [`decide`] is the ONE place that judges "does this child need a write, and
+//! which kind": the reconcile path (`reconcile.rs`, `apply_child`) acts on it and
+//! `wasm-reconciler plan` ([`crate::plan`]) reports it, so a preview cannot
+//! disagree with what a rollout then does.
+//!
+//! * New children are created with server-side apply **without** `force`, under
+//!   the controller's field manager, so the manager's managedFields entry is an
+//!   `Apply` entry from the first write: when the plugin later stops setting a
+//!   field, the next apply removes it. (A POST would record an `Update` entry
+//!   owning every field, and those fields could then never be removed by apply —
+//!   the stale-field bug `plan_preview`'s "drop" group shows.) Not forcing keeps
+//!   the old POST's safety: an object of that name that our (possibly stale)
+//!   cache did not show and whose fields differ answers 409 Conflict, and one
+//!   with another controller owner answers 422 (only one controller reference is
+//!   allowed), so the host never takes over somebody else's object; the caller
+//!   looks again and reports the collision. The one case a create-by-apply
+//!   cannot refuse is an object with no controller whose fields already equal
+//!   ours exactly, appearing inside the cache's staleness window: it is adopted,
+//!   which leaves it exactly as the host would have created it.
+//!   Existing children it controls are updated with server-side apply under the
+//!   same field manager (`force`, since the host owns the fields the plugin sets
+//!   and must restore them after a hand edit).
 //! * No API write happens when the observed child already matches ([`crate::diff`]).
 //! * Deletes carry a uid precondition so a same-named successor is never deleted.
 
 use kube::api::{
-    Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
-    PropagationPolicy,
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
 };
 use serde_json::{Value, json};
 
@@ -79,8 +94,12 @@ pub enum ChildAction {
     Create,
     /// Ours and different: server-side apply.
     Apply,
-    /// Ours and already as desired (or OnDelete): no write.
+    /// Ours and already as desired: no write.
     Unchanged,
+    /// Ours and different, but the OnDelete strategy leaves existing children
+    /// alone: no write (it is created anew with the desired content only after
+    /// someone deletes it).
+    Left,
     /// Ours, different, Recreate strategy: delete (uid precondition); the next pass creates it.
     Recreate {
         /// uid of the observed child, for the precondition.
@@ -92,8 +111,9 @@ pub enum ChildAction {
     Collision(String),
 }
 
-/// Decides what to do with one child. `desired` is [`desired_object`]'s output.
-pub fn plan(
+/// Decides what to do with one child. `desired` is [`desired_object`]'s output;
+/// `observed` is whatever object of that kind and name the host sees (any owner).
+pub fn decide(
     desired: &Value,
     observed: Option<&DynamicObject>,
     parent_uid: &str,
@@ -119,26 +139,67 @@ pub fn plan(
     }
     match method {
         UpdateMethod::InPlace => ChildAction::Apply,
-        UpdateMethod::OnDelete => ChildAction::Unchanged,
+        UpdateMethod::OnDelete => ChildAction::Left,
         UpdateMethod::Recreate => ChildAction::Recreate {
             uid: obs.metadata.uid.clone().unwrap_or_default(),
         },
     }
 }
 
-/// Creates a child (POST). 409 AlreadyExists tells the caller to look again.
+/// The message of a [`ChildAction::Collision`] on the parent's `Ready` condition
+/// and in the Warning event; `label` is `"<Kind> <name>"`.
+pub fn collision_message(label: &str, why: &str) -> String {
+    format!("{label} not applied: {why}")
+}
+
+/// The result of [`create`].
+#[derive(Debug)]
+pub struct Created {
+    /// The object as the server returned it.
+    pub object: DynamicObject,
+    /// The server created it (201). False when an identical object was already
+    /// there (our own create whose echo the cache had not shown yet): no event.
+    pub created: bool,
+}
+
+/// Creates a child by server-side apply without `force` (see the module doc).
+/// 409 (fields owned by someone else) or 422 (another controller owner) tell the
+/// caller to look again.
+///
+/// Sent through [`kube::Client::send`] rather than `Api::patch` because only the
+/// response code tells a real creation (201) from an apply that found our own
+/// object already there (200) — `Api::patch` drops it, and without it a pass
+/// reading a lagging cache would report a second "created" event.
 pub async fn create(
     api: &Api<DynamicObject>,
+    name: &str,
     desired: &Value,
     field_manager: &str,
-) -> Result<DynamicObject, kube::Error> {
-    let obj: DynamicObject =
-        serde_json::from_value(desired.clone()).map_err(kube::Error::SerdeError)?;
-    let pp = PostParams {
-        dry_run: false,
-        field_manager: Some(field_manager.to_string()),
-    };
-    api.create(&pp, &obj).await
+) -> Result<Created, kube::Error> {
+    use http_body_util::BodyExt;
+    let pp = PatchParams::apply(field_manager);
+    let req = kube::core::Request::new(api.resource_url())
+        .patch(name, &pp, &Patch::Apply(desired))
+        .map_err(kube::Error::BuildRequest)?;
+    let res = api
+        .clone()
+        .into_client()
+        .send(req.map(kube::client::Body::from))
+        .await?;
+    let code = res.status();
+    let bytes = res.into_body().collect().await?.to_bytes();
+    if code.is_client_error() || code.is_server_error() {
+        let status = serde_json::from_slice::<kube::core::Status>(&bytes).unwrap_or_else(|_| {
+            kube::core::Status::failure(&String::from_utf8_lossy(&bytes), "Failed to parse error data")
+                .with_code(code.as_u16())
+        });
+        return Err(kube::Error::Api(status.boxed()));
+    }
+    let object = serde_json::from_slice(&bytes).map_err(kube::Error::SerdeError)?;
+    Ok(Created {
+        object,
+        created: code == http::StatusCode::CREATED,
+    })
 }
 
 /// Server-side applies a child under the controller's field manager.
@@ -219,12 +280,12 @@ mod tests {
     fn missing_child_is_created_and_matching_child_left_alone() {
         let d = desired_object(&plugin_cm("1"), &owner());
         assert_eq!(
-            plan(&d, None, "p-uid", UpdateMethod::InPlace),
+            decide(&d, None, "p-uid", UpdateMethod::InPlace),
             ChildAction::Create
         );
         let obs = observed_from(&d, Some("p-uid"));
         assert_eq!(
-            plan(&d, Some(&obs), "p-uid", UpdateMethod::InPlace),
+            decide(&d, Some(&obs), "p-uid", UpdateMethod::InPlace),
             ChildAction::Unchanged
         );
     }
@@ -235,15 +296,15 @@ mod tests {
         let obs = observed_from(&old, Some("p-uid"));
         let new = desired_object(&plugin_cm("2"), &owner());
         assert_eq!(
-            plan(&new, Some(&obs), "p-uid", UpdateMethod::InPlace),
+            decide(&new, Some(&obs), "p-uid", UpdateMethod::InPlace),
             ChildAction::Apply
         );
         assert_eq!(
-            plan(&new, Some(&obs), "p-uid", UpdateMethod::OnDelete),
-            ChildAction::Unchanged
+            decide(&new, Some(&obs), "p-uid", UpdateMethod::OnDelete),
+            ChildAction::Left
         );
         assert_eq!(
-            plan(&new, Some(&obs), "p-uid", UpdateMethod::Recreate),
+            decide(&new, Some(&obs), "p-uid", UpdateMethod::Recreate),
             ChildAction::Recreate {
                 uid: "c-uid".into()
             }
@@ -257,8 +318,30 @@ mod tests {
         let obs = observed_from(&desired_object(&with_extra, &owner()), Some("p-uid"));
         let d = desired_object(&plugin_cm("1"), &owner());
         assert_eq!(
-            plan(&d, Some(&obs), "p-uid", UpdateMethod::InPlace),
+            decide(&d, Some(&obs), "p-uid", UpdateMethod::InPlace),
             ChildAction::Apply
+        );
+    }
+
+    #[test]
+    fn unchanged_children_stay_unchanged_under_every_method_and_deleting_ones_are_awaited() {
+        let d = desired_object(&plugin_cm("1"), &owner());
+        let obs = observed_from(&d, Some("p-uid"));
+        for m in [
+            UpdateMethod::InPlace,
+            UpdateMethod::OnDelete,
+            UpdateMethod::Recreate,
+        ] {
+            assert_eq!(decide(&d, Some(&obs), "p-uid", m), ChildAction::Unchanged);
+        }
+        let mut going = obs.clone();
+        going.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        assert_eq!(
+            decide(&d, Some(&going), "p-uid", UpdateMethod::InPlace),
+            ChildAction::Wait
         );
     }
 
@@ -267,12 +350,12 @@ mod tests {
         let d = desired_object(&plugin_cm("1"), &owner());
         let theirs = observed_from(&d, Some("other-uid"));
         assert!(matches!(
-            plan(&d, Some(&theirs), "p-uid", UpdateMethod::InPlace),
+            decide(&d, Some(&theirs), "p-uid", UpdateMethod::InPlace),
             ChildAction::Collision(_)
         ));
         let orphan = observed_from(&d, None);
         assert!(matches!(
-            plan(&d, Some(&orphan), "p-uid", UpdateMethod::InPlace),
+            decide(&d, Some(&orphan), "p-uid", UpdateMethod::InPlace),
             ChildAction::Collision(_)
         ));
     }

@@ -65,11 +65,14 @@ impl RelatedKind {
 }
 
 /// Remembered permanent failure: no new plugin call until the parent's
-/// generation changes or the resync period passes.
+/// generation changes or the resync period passes. Reason and message are kept
+/// so a pass that skips the plugin can still restore the `Ready=False` status.
 pub(crate) struct PermanentFailure {
     pub uid: String,
     pub generation: Option<i64>,
     pub at: Instant,
+    pub reason: String,
+    pub message: String,
 }
 
 /// Per-controller counters, readable by tests and the manager.
@@ -101,6 +104,9 @@ pub(crate) struct Controller {
     pub events: EventRecorder,
     pub permanent: Mutex<HashMap<ObjectKey, PermanentFailure>>,
     pub health: Mutex<HashMap<ObjectKey, bool>>,
+    /// Per parent: the status this host last wrote or found right, and its
+    /// restore streak; see [`status_drifted`].
+    pub status_seen: crate::status::StatusMemory,
     pub stats: Arc<ControllerStats>,
     pub observer: Option<Arc<dyn EngineObserver>>,
 }
@@ -126,6 +132,17 @@ impl Controller {
     pub fn jittered_resync(&self) -> Duration {
         let f: f64 = rand::rng().random_range(0.9..1.1);
         self.resync.mul_f64(f)
+    }
+
+    /// Remembers the status this host wrote (or judged right) for `key`, so the
+    /// watch echo of that status does not trigger another reconcile.
+    pub fn remember_status(&self, key: &ObjectKey, status: Option<&Value>) {
+        self.status_seen.remember(key, status);
+    }
+
+    /// Forgets the remembered status of `key` (parent gone).
+    pub fn forget_status(&self, key: &ObjectKey) {
+        self.status_seen.forget(key);
     }
 
     pub fn set_health(&self, key: &ObjectKey, ok: Option<bool>) {
@@ -205,7 +222,9 @@ impl ControllerHandle {
     /// holder left) every parent is enqueued once more, [`SWAP_SETTLE`] later: a
     /// pass that started on the new version while an old-version status write
     /// was in flight may have read the parent from a cache that had not seen
-    /// that write, and status-only changes do not trigger reconciles.
+    /// that write. (The echo of that write now also triggers through
+    /// [`status_drifted`] when it differs from what the new pass found right;
+    /// the second pass stays as a cheap safety net.)
     pub fn swap_plugin(&self, plugin: Arc<dyn ReconcilePlugin>) {
         let old = std::mem::replace(
             &mut *self.ctl.plugin.write().unwrap_or_else(|e| e.into_inner()),
@@ -338,6 +357,7 @@ pub(crate) async fn start(
         field_manager,
         permanent: Mutex::new(HashMap::new()),
         health: Mutex::new(HashMap::new()),
+        status_seen: crate::status::StatusMemory::default(),
         stats: Arc::new(ControllerStats::default()),
         observer: settings.observer.clone(),
     });
@@ -422,8 +442,8 @@ fn caches_synced(c: &Controller) -> bool {
         && c.related.iter().all(|r| r.cache.is_synced())
 }
 
-/// True when a parent change can matter to a reconcile (status-only changes,
-/// including our own status writes, are ignored).
+/// True when a parent change can matter to a reconcile regardless of its status
+/// (status-only changes are judged by [`status_drifted`]).
 pub(crate) fn parent_change_matters(ch: &Change<'_>) -> bool {
     match (ch.old, ch.new) {
         (Some(o), Some(n)) => {
@@ -438,6 +458,24 @@ pub(crate) fn parent_change_matters(ch: &Change<'_>) -> bool {
         }
         _ => true,
     }
+}
+
+/// True when a change altered the parent's `.status` to something other than
+/// what this host last wrote or found right for it: someone else rewrote the
+/// status (or the host judged an older, cached status right), and a level-
+/// triggered host must converge it back. The echo of the host's own write
+/// matches the remembered fingerprint and does not trigger (no hot loop); a
+/// change that leaves the status alone never triggers here (a resync of
+/// converged parents writes nothing, so nothing comes back).
+pub(crate) fn status_drifted(c: &Controller, ch: &Change<'_>) -> bool {
+    let (Some(o), Some(n)) = (ch.old, ch.new) else {
+        return false;
+    };
+    let now = n.data.get("status");
+    if o.data.get("status") == now {
+        return false;
+    }
+    c.status_seen.matches(&key_of(n), now) != Some(true)
 }
 
 fn subscribe(ctl: &Arc<Controller>) -> Vec<Subscription> {
@@ -455,7 +493,7 @@ fn subscribe(ctl: &Arc<Controller>) -> Vec<Subscription> {
     let weak = Arc::downgrade(ctl);
     subs.push(ctl.parent_cache.subscribe(move |ch| {
         let Some(c) = weak.upgrade() else { return };
-        if !parent_change_matters(ch) {
+        if !parent_change_matters(ch) && !status_drifted(&c, ch) {
             return;
         }
         if let Some(o) = ch.new.or(ch.old) {

@@ -18,6 +18,7 @@ pub mod events;
 pub mod finalize;
 pub mod manager;
 pub mod observe;
+pub mod plan;
 pub mod plugin;
 pub mod plugin_source;
 pub mod plugin_watch;

@@ -19,7 +19,7 @@ use crate::events::{EventKind, Regarding};
 use crate::finalize;
 use crate::plugin::PluginError;
 use crate::queue::{ObjectKey, Outcome};
-use crate::status::{DesiredCondition, StatusUpdate, next_status};
+use crate::status::{DesiredCondition, StatusUpdate, merge_patch, next_status};
 use crate::validate::validate_response;
 
 /// How many times one reconcile re-reads the parent after a conflict.
@@ -60,37 +60,42 @@ pub(crate) async fn reconcile(ctl: &Arc<Controller>, key: &ObjectKey) -> Outcome
         generation = cached.metadata.generation.unwrap_or(0),
         reconcile_id = %&reconcile_id[..12],
     );
-    async move {
-        let mut parent = (*cached).clone();
-        for attempt in 0..=CONFLICT_RETRIES {
-            match pass(ctl, key, parent).await {
-                Ok(next) => return Outcome::Success { next },
-                Err(Fail::Backoff(at_least)) => return Outcome::Failure { at_least },
-                Err(Fail::Conflict) if attempt < CONFLICT_RETRIES => {
-                    tracing::debug!(action = "refetch", "conflict; reading the parent fresh");
-                    match parent_api(ctl, key).get_opt(&key.name).await {
-                        Ok(Some(p)) => parent = p,
-                        Ok(None) => {
-                            forget(ctl, key);
-                            return Outcome::Forget;
-                        }
-                        Err(e) => {
-                            return Outcome::Failure {
-                                at_least: retry_floor(&e),
-                            };
-                        }
+    // One aggregated child-change event per reconcile (see crate::events).
+    let uid = cached.metadata.uid.clone().unwrap_or_default();
+    ctl.events.begin_batch(&uid);
+    let outcome = passes(ctl, key, (*cached).clone()).instrument(span).await;
+    ctl.events.end_batch(&uid);
+    outcome
+}
+
+/// Runs passes until one finishes, reading the parent fresh after a conflict.
+async fn passes(ctl: &Arc<Controller>, key: &ObjectKey, mut parent: DynamicObject) -> Outcome {
+    for attempt in 0..=CONFLICT_RETRIES {
+        match pass(ctl, key, parent).await {
+            Ok(next) => return Outcome::Success { next },
+            Err(Fail::Backoff(at_least)) => return Outcome::Failure { at_least },
+            Err(Fail::Conflict) if attempt < CONFLICT_RETRIES => {
+                tracing::debug!(action = "refetch", "conflict; reading the parent fresh");
+                match parent_api(ctl, key).get_opt(&key.name).await {
+                    Ok(Some(p)) => parent = p,
+                    Ok(None) => {
+                        forget(ctl, key);
+                        return Outcome::Forget;
+                    }
+                    Err(e) => {
+                        return Outcome::Failure {
+                            at_least: retry_floor(&e),
+                        };
                     }
                 }
-                Err(Fail::Conflict) => {
-                    crate::observe::note(crate::observe::ReconcileResult::Conflict);
-                    return Outcome::Failure { at_least: None };
-                }
+            }
+            Err(Fail::Conflict) => {
+                crate::observe::note(crate::observe::ReconcileResult::Conflict);
+                return Outcome::Failure { at_least: None };
             }
         }
-        Outcome::Failure { at_least: None }
     }
-    .instrument(span)
-    .await
+    Outcome::Failure { at_least: None }
 }
 
 fn retry_floor(e: &kube::Error) -> Option<Duration> {
@@ -106,6 +111,7 @@ fn forget(ctl: &Controller, key: &ObjectKey) {
         .unwrap_or_else(|e| e.into_inner())
         .remove(key);
     ctl.set_health(key, None);
+    ctl.forget_status(key);
 }
 
 fn parent_api(ctl: &Controller, key: &ObjectKey) -> Api<DynamicObject> {
@@ -188,11 +194,25 @@ async fn pass(
         return Err(Fail::Conflict);
     }
 
-    if !deleting && let Some(wait) = permanent_wait(ctl, key, &uid, generation) {
+    if !deleting && let Some((wait, reason, message)) = permanent_wait(ctl, key, &uid, generation) {
         tracing::debug!(
             action = "skip",
             "permanent error for this generation; waiting"
         );
+        // No plugin call, but the status still says what this host decided
+        // (someone may have overwritten it since).
+        write_status(
+            ctl,
+            key,
+            &api,
+            &parent,
+            StatusUpdate {
+                conditions: vec![DesiredCondition::ready(false, &reason, &message)],
+                replace_conditions: false,
+                plugin_status: None,
+            },
+        )
+        .await?;
         return Ok(Some(wait));
     }
 
@@ -260,9 +280,17 @@ async fn pass(
             crate::observe::note(crate::observe::ReconcileResult::PermanentError);
             ctl.events
                 .record(&on, EventKind::Warning, "InvalidPluginOutput", &invalid.0);
-            remember_permanent(ctl, key, &uid, generation);
+            remember_permanent(
+                ctl,
+                key,
+                &uid,
+                generation,
+                "InvalidPluginOutput",
+                &invalid.0,
+            );
             write_status(
                 ctl,
+                key,
                 &api,
                 &parent,
                 StatusUpdate {
@@ -361,6 +389,7 @@ async fn pass(
     if !finalize_now {
         write_status(
             ctl,
+            key,
             &api,
             &parent,
             StatusUpdate {
@@ -422,13 +451,13 @@ async fn apply_child(
 ) -> Result<(), ChildProblem> {
     let api = child_api(ctl, kind, ns);
     let method = ctl.children[kind].method;
-    let mut action = apply::plan(obj, cached, parent_uid, method);
+    let mut action = apply::decide(obj, cached, parent_uid, method);
     // Two rounds at most: a create that finds an existing object looks at it once.
     for _ in 0..2 {
         match &action {
-            ChildAction::Unchanged | ChildAction::Wait => return Ok(()),
+            ChildAction::Unchanged | ChildAction::Left | ChildAction::Wait => return Ok(()),
             ChildAction::Collision(why) => {
-                let message = format!("{label} not applied: {why}");
+                let message = apply::collision_message(label, why);
                 tracing::warn!(action = "collision", child = %label, "child name taken by another owner");
                 ctl.events
                     .record(on, EventKind::Warning, "ChildConflict", &message);
@@ -440,7 +469,11 @@ async fn apply_child(
             }
             ChildAction::Create => {
                 tracing::info!(action = "create-child", child = %label, "creating child");
-                match apply::create(&api, obj, &ctl.field_manager).await {
+                match apply::create(&api, name, obj, &ctl.field_manager).await {
+                    Ok(c) if !c.created => {
+                        tracing::debug!(action = "create-child", child = %label, "child already there (cache lagging); nothing changed");
+                        return Ok(());
+                    }
                     Ok(_) => {
                         ctl.events.record(
                             on,
@@ -450,13 +483,25 @@ async fn apply_child(
                         );
                         return Ok(());
                     }
-                    Err(e) if classify(&e) == ApiErrorClass::AlreadyExists => {
-                        // Our cache was stale (or someone else owns the name): look.
+                    Err(e)
+                        if matches!(
+                            classify(&e),
+                            ApiErrorClass::AlreadyExists
+                                | ApiErrorClass::Conflict
+                                | ApiErrorClass::Invalid(_)
+                        ) =>
+                    {
+                        // Our cache was stale and somebody else's object has the
+                        // name (409: its fields differ; 422: it has another
+                        // controller): look, and report the collision.
                         match api.get_opt(name).await {
-                            Ok(fresh) => {
-                                action = apply::plan(obj, fresh.as_ref(), parent_uid, method)
+                            Ok(Some(fresh)) => {
+                                action = apply::decide(obj, Some(&fresh), parent_uid, method)
                             }
-                            Err(e) => return Err(child_api_problem(label, &e)),
+                            // Nothing there: the refusal was about our own
+                            // object (e.g. 422 naming a field); report it.
+                            Ok(None) => return Err(child_api_problem(label, &e)),
+                            Err(get) => return Err(child_api_problem(label, &get)),
                         }
                     }
                     Err(e) => return Err(child_api_problem(label, &e)),
@@ -538,6 +583,7 @@ async fn plugin_failed(
     ctl.events.record(on, EventKind::Warning, &reason, &message);
     write_status(
         ctl,
+        key,
         api,
         parent,
         StatusUpdate {
@@ -549,29 +595,45 @@ async fn plugin_failed(
     .await?;
     ctl.set_health(key, Some(false));
     if permanent {
-        remember_permanent(ctl, key, &uid, parent.metadata.generation);
+        remember_permanent(
+            ctl,
+            key,
+            &uid,
+            parent.metadata.generation,
+            &reason,
+            &message,
+        );
         Ok(Some(ctl.jittered_resync()))
     } else {
         Err(Fail::Backoff(None))
     }
 }
 
+/// How long to keep skipping the plugin for a remembered permanent failure, with
+/// the failure's reason and message.
 fn permanent_wait(
     ctl: &Controller,
     key: &ObjectKey,
     uid: &str,
     generation: Option<i64>,
-) -> Option<Duration> {
+) -> Option<(Duration, String, String)> {
     let map = ctl.permanent.lock().unwrap_or_else(|e| e.into_inner());
     let pf = map.get(key)?;
     if pf.uid != uid || pf.generation != generation {
         return None;
     }
     let elapsed = pf.at.elapsed();
-    (elapsed < ctl.resync).then(|| ctl.resync - elapsed)
+    (elapsed < ctl.resync).then(|| (ctl.resync - elapsed, pf.reason.clone(), pf.message.clone()))
 }
 
-fn remember_permanent(ctl: &Controller, key: &ObjectKey, uid: &str, generation: Option<i64>) {
+fn remember_permanent(
+    ctl: &Controller,
+    key: &ObjectKey,
+    uid: &str,
+    generation: Option<i64>,
+    reason: &str,
+    message: &str,
+) {
     ctl.permanent
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -581,6 +643,8 @@ fn remember_permanent(ctl: &Controller, key: &ObjectKey, uid: &str, generation: 
                 uid: uid.to_string(),
                 generation,
                 at: tokio::time::Instant::now(),
+                reason: reason.to_string(),
+                message: message.to_string(),
             },
         );
 }
@@ -602,36 +666,103 @@ fn record_plugin_events(ctl: &Controller, on: &Regarding, resp: &ReconcileRespon
     }
 }
 
-/// Writes the parent's status if it changed (status subresource when present).
+/// Writes the parent's status if it changed (status subresource when present),
+/// with a resourceVersion precondition. A 409 re-reads the parent and retries
+/// the status write alone while the generation is unchanged; otherwise the pass
+/// runs again on the fresh parent.
+///
+/// Remembers the status it wrote, or found already right, for the parent
+/// ([`Controller::remember_status`]): a later status change to anything else
+/// triggers a reconcile ([`crate::controller::status_drifted`]), so a status
+/// overwritten by someone else, or judged right from a stale cache, converges
+/// back, while the echo of this write does not trigger again.
 async fn write_status(
     ctl: &Controller,
+    key: &ObjectKey,
     api: &Api<DynamicObject>,
     parent: &DynamicObject,
     update: StatusUpdate,
 ) -> Result<(), Fail> {
-    let current = parent.data.get("status");
-    let Some(new) = next_status(current, parent.metadata.generation, &update, &now_rfc3339())
-    else {
-        return Ok(());
-    };
     let name = parent.metadata.name.clone().unwrap_or_default();
-    let body = json!({
-        "metadata": {"resourceVersion": parent.metadata.resource_version},
-        "status": new,
-    });
     let pp = PatchParams {
         field_manager: Some(ctl.field_manager.clone()),
         ..PatchParams::default()
     };
-    tracing::debug!(action = "write-status", "status changed; writing it");
-    let r = if ctl.parent.status_subresource {
-        api.patch_status(&name, &pp, &Patch::Merge(&body)).await
-    } else {
-        api.patch(&name, &pp, &Patch::Merge(&body)).await
-    };
-    match r {
-        Ok(_) => Ok(()),
-        Err(e) if classify(&e) == ApiErrorClass::NotFound => Ok(()),
-        Err(e) => Err(api_fail(&e)),
+    let mut fresh: Option<DynamicObject> = None;
+    for _ in 0..=CONFLICT_RETRIES {
+        let base = fresh.as_ref().unwrap_or(parent);
+        let current = base.data.get("status");
+        let Some(new) = next_status(current, base.metadata.generation, &update, &now_rfc3339())
+        else {
+            ctl.remember_status(key, current);
+            return Ok(());
+        };
+        let restoring = ctl.status_seen.matches(key, current) == Some(false);
+        if restoring
+            && let Some(wait) =
+                ctl.status_seen
+                    .restore_wait(key, tokio::time::Instant::now(), ctl.resync)
+        {
+            // Someone else keeps changing it back: restore later, not in a
+            // ping-pong at full speed.
+            tracing::warn!(
+                action = "defer-status",
+                wait_ms = wait.as_millis() as u64,
+                "status keeps being changed by another writer; restoring it later"
+            );
+            return Err(Fail::Backoff(Some(wait)));
+        }
+        let body = json!({
+            "metadata": {"resourceVersion": base.metadata.resource_version},
+            "status": merge_patch(current, &new),
+        });
+        // Before the write: its watch echo may arrive before the response.
+        let before = ctl.status_seen.recall(key);
+        ctl.remember_status(key, Some(&new));
+        tracing::debug!(action = "write-status", "status changed; writing it");
+        let r = if ctl.parent.status_subresource {
+            api.patch_status(&name, &pp, &Patch::Merge(&body)).await
+        } else {
+            api.patch(&name, &pp, &Patch::Merge(&body)).await
+        };
+        match r {
+            Ok(stored) => {
+                // What the server kept (it may prune or default fields).
+                ctl.remember_status(key, stored.data.get("status"));
+                if restoring {
+                    ctl.status_seen.restored(key, tokio::time::Instant::now());
+                }
+                return Ok(());
+            }
+            Err(e) if classify(&e) == ApiErrorClass::NotFound => return Ok(()),
+            Err(e) if classify(&e) == ApiErrorClass::Conflict => {
+                // Not written: what was remembered still stands.
+                ctl.status_seen.reset(key, before);
+                // Usually only the status moved (our cache had not seen the
+                // last status write yet). While the spec the plugin answered
+                // for still stands, only the status write is retried on a fresh
+                // read: re-running the pass would call the plugin again and
+                // re-apply children against the same lagging child caches. Any
+                // other change that matters has queued another reconcile.
+                match api.get_opt(&name).await {
+                    Ok(Some(f)) if same_spec(parent, &f) => fresh = Some(f),
+                    Ok(Some(_)) => return Err(Fail::Conflict),
+                    Ok(None) => return Ok(()),
+                    Err(e) => return Err(api_fail(&e)),
+                }
+            }
+            Err(e) => return Err(api_fail(&e)),
+        }
     }
+    Err(Fail::Conflict)
+}
+
+/// True when `fresh` is the same object at the same spec generation and
+/// deletion state as `seen`, so a status computed for `seen` still applies.
+fn same_spec(seen: &DynamicObject, fresh: &DynamicObject) -> bool {
+    let (a, b) = (&seen.metadata, &fresh.metadata);
+    a.uid == b.uid
+        && a.generation.is_some()
+        && a.generation == b.generation
+        && a.deletion_timestamp.is_some() == b.deletion_timestamp.is_some()
 }

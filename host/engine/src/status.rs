@@ -5,8 +5,15 @@
 //! caller never writes an identical status (writes trigger more reconciles and
 //! noisy API traffic).
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
 use serde_json::{Map, Value, json};
+use tokio::time::Instant;
 use wr_runtime::{Condition, ConditionStatus};
+
+use crate::queue::ObjectKey;
 
 /// One condition the host wants on the parent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +148,150 @@ fn render(d: &DesiredCondition, old: Option<&Value>, generation: Option<i64>, no
     c
 }
 
+/// A fingerprint of a parent's `.status` (object keys sorted), so the host can
+/// remember the status it last wrote (or found right) for a parent in 8 bytes
+/// and tell a status change made by someone else from the echo of its own write.
+pub fn fingerprint(status: Option<&Value>) -> u64 {
+    let h = crate::diff::stable_hash(status.unwrap_or(&Value::Null));
+    u64::from_str_radix(h.get(..16).unwrap_or("0"), 16).unwrap_or(0)
+}
+
+/// The JSON merge patch (RFC 7386) that turns `current` into `new`: `new` itself
+/// plus an explicit `null` for every key of `current` that `new` lacks (at any
+/// depth where both sides are objects). Sending `new` alone would leave such keys
+/// on the server, so the stored status would never equal the computed one and
+/// every pass would write it again.
+pub fn merge_patch(current: Option<&Value>, new: &Value) -> Value {
+    match (current, new) {
+        (Some(Value::Object(cur)), Value::Object(n)) => {
+            let mut out = Map::new();
+            for (k, v) in n {
+                out.insert(k.clone(), merge_patch(cur.get(k), v));
+            }
+            for k in cur.keys() {
+                if !n.contains_key(k) {
+                    out.insert(k.clone(), Value::Null);
+                }
+            }
+            Value::Object(out)
+        }
+        _ => new.clone(),
+    }
+}
+
+/// First pause before restoring a status again when another writer keeps
+/// changing it back ([`StatusMemory::restore_wait`]); doubles per round.
+pub const FIGHT_BASE: Duration = Duration::from_millis(50);
+/// A restore this long (plus twice the current pause) after the previous one
+/// starts a new streak: an occasional overwrite is restored at once.
+pub const FIGHT_QUIET: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Default)]
+struct Seen {
+    fingerprint: u64,
+    /// Restores in the current streak.
+    restores: u32,
+    last_restore: Option<Instant>,
+    pause: Duration,
+    deferred_until: Option<Instant>,
+}
+
+/// Per parent: the fingerprint of the status this host last wrote or found
+/// right, and how often it recently had to restore a status that someone else
+/// changed. The fingerprint lets a status change made by someone else trigger a
+/// reconcile while the echo of the host's own write does not; the restore
+/// streak keeps two writers that disagree about a status (say two controllers
+/// for one parent kind) from ping-ponging at full speed.
+#[derive(Debug, Default)]
+pub struct StatusMemory {
+    seen: Mutex<HashMap<ObjectKey, Seen>>,
+}
+
+impl StatusMemory {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Seen>> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Remembers `status` as written (or judged right) for `key`.
+    pub fn remember(&self, key: &ObjectKey, status: Option<&Value>) {
+        self.lock().entry(key.clone()).or_default().fingerprint = fingerprint(status);
+    }
+
+    /// The fingerprint remembered for `key`, to put back with
+    /// [`StatusMemory::reset`] when a write it was remembered for fails.
+    pub fn recall(&self, key: &ObjectKey) -> Option<u64> {
+        self.lock().get(key).map(|s| s.fingerprint)
+    }
+
+    /// Puts back a fingerprint from [`StatusMemory::recall`].
+    pub fn reset(&self, key: &ObjectKey, fingerprint: Option<u64>) {
+        let mut map = self.lock();
+        match fingerprint {
+            Some(f) => map.entry(key.clone()).or_default().fingerprint = f,
+            None => {
+                map.remove(key);
+            }
+        }
+    }
+
+    /// Forgets `key` (parent gone).
+    pub fn forget(&self, key: &ObjectKey) {
+        self.lock().remove(key);
+    }
+
+    /// Whether `status` is what was remembered for `key` (`None`: nothing is).
+    pub fn matches(&self, key: &ObjectKey, status: Option<&Value>) -> Option<bool> {
+        self.lock()
+            .get(key)
+            .map(|s| s.fingerprint == fingerprint(status))
+    }
+
+    /// Called before the host overwrites a status someone else changed: `None`
+    /// to write now, or how long to wait first. While the host's last
+    /// successful restore ([`StatusMemory::restored`]) is recent (within
+    /// [`FIGHT_QUIET`] plus twice the current pause), each further restore waits
+    /// twice as long as the last, from [`FIGHT_BASE`] up to `cap`; an occasional
+    /// overwrite is restored at once.
+    pub fn restore_wait(&self, key: &ObjectKey, now: Instant, cap: Duration) -> Option<Duration> {
+        let mut map = self.lock();
+        let s = map.entry(key.clone()).or_default();
+        if let Some(until) = s.deferred_until {
+            if now < until {
+                return Some(until - now);
+            }
+            s.deferred_until = None;
+            return None;
+        }
+        if !in_streak(s, now) {
+            return None;
+        }
+        let factor = 1u32 << s.restores.saturating_sub(1).min(20);
+        s.pause = FIGHT_BASE.saturating_mul(factor).min(cap);
+        s.deferred_until = Some(now + s.pause);
+        Some(s.pause)
+    }
+
+    /// Records a successful write that overwrote someone else's status. Only
+    /// these count towards a streak: a "restore" computed from a stale cache
+    /// fails its resourceVersion precondition and is not a fight.
+    pub fn restored(&self, key: &ObjectKey, now: Instant) {
+        let mut map = self.lock();
+        let s = map.entry(key.clone()).or_default();
+        if in_streak(s, now) {
+            s.restores = s.restores.saturating_add(1);
+        } else {
+            s.restores = 1;
+            s.pause = Duration::ZERO;
+        }
+        s.last_restore = Some(now);
+    }
+}
+
+fn in_streak(s: &Seen, now: Instant) -> bool {
+    s.last_restore
+        .is_some_and(|t| now.saturating_duration_since(t) < FIGHT_QUIET + s.pause * 2)
+}
+
 /// The `Ready` condition's status in a parent's `.status`, if any.
 pub fn ready_status(status: Option<&Value>) -> Option<&str> {
     status?
@@ -209,6 +360,87 @@ mod tests {
         assert_eq!(s["keep"], 1);
         assert_eq!(s["observedGeneration"], 4);
         assert_eq!(s["conditions"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn fingerprint_ignores_key_order_and_sees_any_change() {
+        let a = json!({"phase": "Up", "conditions": [{"type": "Ready", "status": "True"}]});
+        let b = json!({"conditions": [{"status": "True", "type": "Ready"}], "phase": "Up"});
+        let c = json!({"phase": "Up", "conditions": [{"type": "Ready", "status": "False"}]});
+        assert_eq!(fingerprint(Some(&a)), fingerprint(Some(&b)));
+        assert_ne!(fingerprint(Some(&a)), fingerprint(Some(&c)));
+        assert_ne!(fingerprint(Some(&a)), fingerprint(None));
+    }
+
+    #[test]
+    fn memory_matches_only_the_remembered_status() {
+        let m = StatusMemory::default();
+        let k = ObjectKey::new(Some("ns"), "w");
+        let s1 = json!({"phase": "Up"});
+        assert_eq!(m.matches(&k, Some(&s1)), None);
+        m.remember(&k, Some(&s1));
+        assert_eq!(m.matches(&k, Some(&s1)), Some(true));
+        assert_eq!(m.matches(&k, Some(&json!({"phase": "Down"}))), Some(false));
+        let before = m.recall(&k);
+        m.remember(&k, Some(&json!({"phase": "Next"})));
+        m.reset(&k, before);
+        assert_eq!(m.matches(&k, Some(&s1)), Some(true));
+        m.forget(&k);
+        assert_eq!(m.matches(&k, Some(&s1)), None);
+        m.reset(&k, None);
+        assert_eq!(m.recall(&k), None);
+    }
+
+    #[test]
+    fn repeated_restores_back_off_and_a_quiet_spell_resets() {
+        let m = StatusMemory::default();
+        let k = ObjectKey::new(Some("ns"), "w");
+        let cap = Duration::from_secs(1);
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // No restore yet (or only failed ones): at once.
+        assert_eq!(m.restore_wait(&k, t0, cap), None);
+        assert_eq!(m.restore_wait(&k, t0, cap), None);
+        m.restored(&k, t0);
+        // Overwritten again right away: wait 50 ms; asking early says the rest.
+        assert_eq!(m.restore_wait(&k, t0 + ms(1), cap), Some(ms(50)));
+        assert_eq!(m.restore_wait(&k, t0 + ms(21), cap), Some(ms(30)));
+        // After the pause: write.
+        assert_eq!(m.restore_wait(&k, t0 + ms(51), cap), None);
+        m.restored(&k, t0 + ms(51));
+        // And again: 100 ms, then 200 ms, ... up to the cap.
+        assert_eq!(m.restore_wait(&k, t0 + ms(52), cap), Some(ms(100)));
+        assert_eq!(m.restore_wait(&k, t0 + ms(152), cap), None);
+        m.restored(&k, t0 + ms(152));
+        let mut t = t0 + ms(153);
+        let mut last = ms(100);
+        for _ in 0..10 {
+            let w = m.restore_wait(&k, t, cap).expect("in a fight");
+            assert!(w >= last && w <= cap, "{w:?} after {last:?}");
+            last = w;
+            t += w;
+            assert_eq!(m.restore_wait(&k, t, cap), None);
+            m.restored(&k, t);
+        }
+        assert_eq!(last, cap);
+        // A quiet spell ends the streak: the next restore is immediate.
+        let later = t + FIGHT_QUIET + cap * 2 + ms(1);
+        assert_eq!(m.restore_wait(&k, later, cap), None);
+    }
+
+    #[test]
+    fn merge_patch_removes_keys_the_new_status_dropped() {
+        let cur = json!({"phase": "Old", "gone": 1, "nested": {"keep": 1, "drop": 2}});
+        let new = json!({"phase": "New", "nested": {"keep": 1}, "added": true});
+        let p = merge_patch(Some(&cur), &new);
+        assert_eq!(
+            p,
+            json!({"phase": "New", "gone": null, "nested": {"keep": 1, "drop": null}, "added": true})
+        );
+        let mut applied = cur.clone();
+        json_patch::merge(&mut applied, &p);
+        assert_eq!(applied, new);
+        assert_eq!(merge_patch(None, &new), new);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 pub mod apiserver;
 pub mod crds;
 pub mod dev;
+pub mod plan;
 pub mod publish;
 pub mod rbac;
 pub mod render;

@@ -1,8 +1,11 @@
 //! `wasm-reconciler rbac [-f FILE|DIR|- ...]`: print the least-privilege RBAC
 //! for the host running the given WasmControllers — a ClusterRole with exactly
-//! the verbs on exactly the resources their parents, children, related objects
-//! and plugin ConfigMaps need, plus a Role for the leader-election Lease and
-//! the bindings to the host's ServiceAccount — so operators never grant `*`.
+//! the verbs on exactly the resources their parents, children and related
+//! objects need, a Role for the leader-election Lease, a Role in each
+//! namespace holding plugin ConfigMaps (when ConfigMaps are not readable
+//! cluster-wide anyway), and the bindings to the host's ServiceAccount — so
+//! operators never grant `*`. `host/cli/tests/rbac_requests.rs` checks the
+//! output for the examples against every request the host makes.
 //!
 //! Input: YAML/JSON files (multi-document, `kind: List` too, `-` for stdin, a
 //! directory for its `*.yaml|*.yml|*.json`, recursively). Documents other than
@@ -174,9 +177,16 @@ fn render(
         ),
         ..ObjectMeta::default()
     };
+    let needs = rules::needs(controllers, known)?;
+    let cluster_rules = if args.cluster_role_only {
+        // One ClusterRole cannot scope the plugin ConfigMaps to namespaces.
+        rules::cluster_rules(controllers, known)?
+    } else {
+        needs.cluster.clone()
+    };
     let cluster_role = ClusterRole {
         metadata: meta(None),
-        rules: Some(rules::cluster_rules(controllers, known)?),
+        rules: Some(cluster_rules),
         ..ClusterRole::default()
     };
     let mut docs = vec![serde_json::to_value(&cluster_role)?];
@@ -197,15 +207,28 @@ fn render(
             role_ref: role_ref("ClusterRole"),
             subjects: Some(vec![subject.clone()]),
         })?);
-        docs.push(serde_json::to_value(Role {
-            metadata: meta(Some(&args.namespace)),
-            rules: Some(rules::lease_rules(&args.lease_name)),
-        })?);
-        docs.push(serde_json::to_value(RoleBinding {
-            metadata: meta(Some(&args.namespace)),
-            role_ref: role_ref("Role"),
-            subjects: Some(vec![subject]),
-        })?);
+        // A Role per namespace: the host's (its Lease), and each one holding
+        // plugin ConfigMaps, which are read there only.
+        let mut namespaces = needs.plugin_namespaces.clone();
+        namespaces.insert(args.namespace.clone());
+        for ns in namespaces {
+            let mut role_rules = Vec::new();
+            if ns == args.namespace {
+                role_rules.extend(rules::lease_rules(&args.lease_name));
+            }
+            if needs.plugin_namespaces.contains(&ns) {
+                role_rules.push(rules::plugin_configmap_rule());
+            }
+            docs.push(serde_json::to_value(Role {
+                metadata: meta(Some(&ns)),
+                rules: Some(role_rules),
+            })?);
+            docs.push(serde_json::to_value(RoleBinding {
+                metadata: meta(Some(&ns)),
+                role_ref: role_ref("Role"),
+                subjects: Some(vec![subject.clone()]),
+            })?);
+        }
     }
     for mut d in docs {
         set_type_meta(&mut d);
@@ -311,6 +334,63 @@ metadata: {name: unrelated}
         assert!(text.contains("workspacez/finalizers"), "{text}");
         assert!(!text.contains("- workspaces"), "{text}");
         assert!(text.contains("wr-lease"));
+    }
+
+    #[test]
+    fn plugin_configmaps_get_a_role_in_their_namespace() {
+        let input = r#"
+apiVersion: wasm-reconciler.dev/v1alpha1
+kind: WasmController
+metadata: {name: a}
+spec:
+  parentResource: {apiVersion: example.com/v1, kind: Thing}
+  childResources: [{apiVersion: v1, kind: Secret}]
+  plugin: {configMap: {name: a-plugin, namespace: plugins}}
+---
+apiVersion: wasm-reconciler.dev/v1alpha1
+kind: WasmController
+metadata: {name: b}
+spec:
+  parentResource: {apiVersion: example.com/v1, kind: Other}
+  plugin: {configMap: {name: b-plugin, namespace: ops}}
+"#;
+        let (controllers, known) = collect(&parse(input).unwrap()).unwrap();
+        let text = render(&args(), &controllers, &known).unwrap();
+        let docs = parse(&text).unwrap();
+        let kinds: Vec<(&str, Option<&str>)> = docs
+            .iter()
+            .map(|d| {
+                (
+                    kind(d),
+                    d.pointer("/metadata/namespace").and_then(Value::as_str),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("ClusterRole", None),
+                ("ClusterRoleBinding", None),
+                ("Role", Some("ops")),
+                ("RoleBinding", Some("ops")),
+                ("Role", Some("plugins")),
+                ("RoleBinding", Some("plugins")),
+            ]
+        );
+        // The host's namespace (ops) holds b's plugin: lease rules + ConfigMap read.
+        let ops = docs[2]["rules"].as_array().unwrap();
+        assert_eq!(ops.len(), 3, "{text}");
+        assert_eq!(ops[2]["resources"], serde_json::json!(["configmaps"]));
+        let plugins = docs[4]["rules"].as_array().unwrap();
+        assert_eq!(plugins.len(), 1, "{text}");
+        assert_eq!(plugins[0]["verbs"], serde_json::json!(["list", "watch"]));
+        // ConfigMaps are nowhere readable cluster-wide.
+        let cluster = serde_json::to_string(&docs[0]["rules"]).unwrap();
+        assert!(!cluster.contains("configmaps"), "{cluster}");
+        assert_eq!(
+            docs[5].pointer("/subjects/0/name"),
+            Some(&Value::from("host"))
+        );
     }
 
     /// The deploy manifests carry the RBAC for the examples; it must be what

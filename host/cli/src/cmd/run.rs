@@ -13,6 +13,9 @@
 //!   over, and exit 1 — like client-go's `OnStoppedLeading`. Exiting is the
 //!   only way to be sure no worker of this process still writes; the pod
 //!   restarts and rejoins as a standby.
+//! - Every API request carries `User-Agent: wasm-reconciler/VERSION (run;
+//!   IDENTITY)`, IDENTITY being the Lease identity, so audit logs tell the
+//!   replicas apart.
 
 mod observer;
 
@@ -117,12 +120,34 @@ fn lease_namespace(args: &RunArgs, config: &kube::Config) -> String {
         .unwrap_or_else(|| config.default_namespace.clone())
 }
 
-fn lease_config(args: &RunArgs, namespace: String) -> LeaseConfig {
+fn lease_config(args: &RunArgs, namespace: String, identity: String) -> LeaseConfig {
     let mut c = LeaseConfig::new(namespace, args.lease_name.clone());
+    c.identity = identity;
     c.lease_duration = Duration::from_secs(args.lease_duration_seconds);
     c.renew_deadline = Duration::from_secs(args.renew_deadline_seconds);
     c.retry_period = Duration::from_secs(args.retry_period_seconds);
     c
+}
+
+/// The `User-Agent` of every request of this process:
+/// `wasm-reconciler/VERSION (run; IDENTITY)`, IDENTITY being the Lease
+/// identity. API server audit logs (and the tests' request log) can then tell
+/// the replicas apart and check that only the leader writes.
+fn user_agent(identity: &str) -> String {
+    format!(
+        "wasm-reconciler/{} (run; {identity})",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+fn identify(config: &mut kube::Config, identity: &str) -> anyhow::Result<()> {
+    config.headers.push((
+        "user-agent".parse().context("User-Agent header name")?,
+        user_agent(identity)
+            .parse()
+            .with_context(|| format!("identity {identity:?} is not a valid header value"))?,
+    ));
+    Ok(())
 }
 
 async fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -131,9 +156,11 @@ async fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::new(&mut registry, liveness.clone()));
 
-    let config = kube_config(&args)
+    let mut config = kube_config(&args)
         .await
         .context("reading the cluster connection")?;
+    let identity = wr_operator::leader::default_identity();
+    identify(&mut config, &identity)?;
     let namespace = lease_namespace(&args, &config);
     let client = kube::client::ClientBuilder::try_from(wr_engine::engine_config(config))
         .context("building the API client")?
@@ -145,7 +172,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     // the channel never reads as closed (= election ended).
     let (_always_leader, fixed_state) = watch::channel(LeaderState::Leader);
     let election = if args.leader_elect {
-        let lease = lease_config(&args, namespace);
+        let lease = lease_config(&args, namespace, identity);
         tracing::info!(namespace = %lease.namespace, lease = %lease.name, identity = %lease.identity, "campaigning for leadership");
         Some(LeaderElection::start(client.clone(), lease).context("starting leader election")?)
     } else {
@@ -305,5 +332,27 @@ async fn standby_probe(client: kube::Client, synced: watch::Sender<bool>, every:
             Err(e) => tracing::debug!(error = %e, "API server not answering yet"),
         }
         tokio::time::sleep(every).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_request_carries_the_lease_identity_in_its_user_agent() {
+        let mut config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        identify(&mut config, "pod-0_abc").unwrap();
+        let (name, value) = config.headers.last().unwrap();
+        assert_eq!(name.as_str(), "user-agent");
+        let value = value.to_str().unwrap();
+        assert!(value.starts_with("wasm-reconciler/"), "{value}");
+        assert!(value.ends_with(" (run; pod-0_abc)"), "{value}");
+    }
+
+    #[test]
+    fn an_identity_that_is_no_header_value_is_an_error() {
+        let mut config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        assert!(identify(&mut config, "bad\nid").is_err());
     }
 }

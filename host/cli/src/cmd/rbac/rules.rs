@@ -11,8 +11,10 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{ApiResource, GroupVersionKind};
 use wr_engine::crd::{ResourceRef, WasmControllerSpec};
 
-/// WasmControllers: the manager's watch, the cleanup finalizer (JSON patch).
-const WASMCONTROLLER: &[&str] = &["get", "list", "watch", "patch"];
+/// WasmControllers: the manager's list + watch (the standby's readiness probe
+/// lists too), the cleanup finalizer (JSON patch). No `get`: nothing reads one
+/// by name.
+const WASMCONTROLLER: &[&str] = &["list", "watch", "patch"];
 /// WasmController status: merge patch on `/status`.
 const WASMCONTROLLER_STATUS: &[&str] = &["patch"];
 /// Parents: watch + cache, finalizer add/remove (JSON patch with a test op),
@@ -24,15 +26,21 @@ const PARENT_STATUS: &[&str] = &["patch"];
 /// OwnerReferencesPermissionEnforcement admission plugin allows only with
 /// `update` on the owner's finalizers subresource.
 const PARENT_FINALIZERS: &[&str] = &["update"];
-/// Children: watch + cache, create, server-side apply (patch), delete
-/// (undesired children, `Recreate`).
+/// Children: watch + cache, get (re-read after a refused create), create
+/// (a server-side apply that creates an object is authorized as `create` as
+/// well as `patch`), server-side apply (patch), delete (undesired children,
+/// `Recreate`).
 const CHILD: &[&str] = &["get", "list", "watch", "create", "patch", "delete"];
 /// Related objects: read only.
 const RELATED: &[&str] = &["get", "list", "watch"];
-/// Plugin ConfigMaps: read (and watch for hot reload), by name.
-const PLUGIN_CONFIGMAP: &[&str] = &["get", "list", "watch"];
-/// Events on parents (core/v1).
-const EVENTS: &[&str] = &["create", "patch"];
+/// Plugin ConfigMaps: the manager watches the named ConfigMap (field
+/// selector) and its chunks (label selector, names not known in advance), so
+/// list + watch in the plugin's namespace, not limitable by name. No `get`:
+/// the manager reads them only through those watches.
+const PLUGIN_CONFIGMAP: &[&str] = &["list", "watch"];
+/// Events on parents and WasmControllers (core/v1): always new objects
+/// (duplicates are suppressed in memory, never patched).
+const EVENTS: &[&str] = &["create"];
 
 /// `kubectl`'s order, so the output reads naturally.
 const VERB_ORDER: [&str; 8] = [
@@ -126,12 +134,23 @@ impl Grants {
     }
 }
 
-/// The ClusterRole rules for `specs` (always including the host's own needs:
+/// What a set of WasmControllers needs: cluster-wide rules, and the
+/// namespaces whose ConfigMaps must be readable for the plugins.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Needs {
+    /// The ClusterRole's rules.
+    pub cluster: Vec<PolicyRule>,
+    /// Namespaces of plugin ConfigMaps, when ConfigMaps are not readable
+    /// cluster-wide anyway (as children or related objects).
+    pub plugin_namespaces: BTreeSet<String>,
+}
+
+/// The rules for `specs` (always including the host's own needs:
 /// WasmControllers and Events).
-pub fn cluster_rules(
+pub fn needs(
     specs: &[(String, WasmControllerSpec)],
     known: &KnownPlurals,
-) -> anyhow::Result<Vec<PolicyRule>> {
+) -> anyhow::Result<Needs> {
     let mut g = Grants::default();
     g.add(
         wr_engine::crd::GROUP,
@@ -146,7 +165,7 @@ pub fn cluster_rules(
         WASMCONTROLLER_STATUS,
     );
     g.add("", "events", &[], EVENTS);
-    let mut plugin_cms: BTreeSet<String> = BTreeSet::new();
+    let mut plugin_namespaces: BTreeSet<String> = BTreeSet::new();
     for (name, spec) in specs {
         let ctx = |what: &str| format!("WasmController {name}: {what}");
         let parent =
@@ -177,16 +196,41 @@ pub fn cluster_rules(
             g.add(&rel.group, &rel.resource, &[], RELATED);
         }
         if let Some(cm) = &spec.plugin.config_map {
-            plugin_cms.insert(cm.name.clone());
+            plugin_namespaces.insert(cm.namespace.clone());
         }
     }
-    // Plugin ConfigMaps by name, unless all ConfigMaps are readable anyway
-    // (ConfigMaps as children or related objects).
-    if !plugin_cms.is_empty() && !g.has("", "configmaps", PLUGIN_CONFIGMAP) {
-        let names: Vec<String> = plugin_cms.into_iter().collect();
-        g.add("", "configmaps", &names, PLUGIN_CONFIGMAP);
+    // ConfigMaps readable everywhere already (children or related objects).
+    if g.has("", "configmaps", PLUGIN_CONFIGMAP) {
+        plugin_namespaces.clear();
     }
-    Ok(g.rules())
+    Ok(Needs {
+        cluster: g.rules(),
+        plugin_namespaces,
+    })
+}
+
+/// The ClusterRole rules for `specs`, with the plugin ConfigMaps readable
+/// cluster-wide (for `--cluster-role-only`, whose rules go into one ClusterRole).
+pub fn cluster_rules(
+    specs: &[(String, WasmControllerSpec)],
+    known: &KnownPlurals,
+) -> anyhow::Result<Vec<PolicyRule>> {
+    let n = needs(specs, known)?;
+    let mut rules = n.cluster;
+    if !n.plugin_namespaces.is_empty() {
+        rules.push(plugin_configmap_rule());
+    }
+    Ok(rules)
+}
+
+/// Reading plugin ConfigMaps (and their chunks) in one namespace.
+pub fn plugin_configmap_rule() -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![String::new()]),
+        resources: Some(vec!["configmaps".into()]),
+        verbs: PLUGIN_CONFIGMAP.iter().map(|v| v.to_string()).collect(),
+        ..PolicyRule::default()
+    }
 }
 
 /// The namespaced rules for the leader-election Lease: `create` cannot be
@@ -281,12 +325,7 @@ mod tests {
         let mut got = flat(&rules);
         got.sort();
         let mut want = vec![
-            (
-                String::new(),
-                s(&["events"]),
-                vec![],
-                s(&["create", "patch"]),
-            ),
+            (String::new(), s(&["events"]), vec![], s(&["create"])),
             (
                 "wasm-reconciler.dev".into(),
                 s(&["wasmcontrollers/status"]),
@@ -297,7 +336,7 @@ mod tests {
                 "wasm-reconciler.dev".into(),
                 s(&["wasmcontrollers"]),
                 vec![],
-                s(&["get", "list", "watch", "patch"]),
+                s(&["list", "watch", "patch"]),
             ),
         ];
         want.sort();
@@ -315,7 +354,14 @@ mod tests {
             ],
             "plugin": {"configMap": {"name": "static-site-plugin", "namespace": "wasm-reconciler"}}
         }));
-        let rules = cluster_rules(&[("static-site".into(), sp)], &KnownPlurals::new()).unwrap();
+        let specs = [("static-site".to_string(), sp)];
+        assert!(
+            needs(&specs, &KnownPlurals::new())
+                .unwrap()
+                .plugin_namespaces
+                .is_empty()
+        );
+        let rules = cluster_rules(&specs, &KnownPlurals::new()).unwrap();
         let f = flat(&rules);
         let child = s(&["get", "list", "watch", "create", "patch", "delete"]);
         assert!(
@@ -344,8 +390,14 @@ mod tests {
             vec![],
             s(&["update"])
         )));
-        // ConfigMaps are children: no separate by-name rule for the plugin.
+        // ConfigMaps are children: no separate rule or Role for the plugin.
         assert!(f.iter().all(|r| r.2.is_empty()), "{f:?}");
+        assert!(
+            f.iter()
+                .filter(|r| r.1.contains(&"configmaps".to_string()))
+                .count()
+                == 1
+        );
         // Nothing is granted on anything not named.
         assert!(
             f.iter()
@@ -355,7 +407,7 @@ mod tests {
     }
 
     #[test]
-    fn plugin_configmaps_are_granted_by_name_and_related_is_read_only() {
+    fn plugin_configmaps_are_read_in_their_namespace_and_related_is_read_only() {
         let sp = spec(json!({
             "parentResource": {"apiVersion": "example.com/v1", "kind": "Workspace"},
             "childResources": [],
@@ -363,16 +415,35 @@ mod tests {
             "plugin": {"configMap": {"name": "ws-plugin", "namespace": "ops"}},
             "finalize": true
         }));
-        let rules = cluster_rules(&[("ws".into(), sp)], &KnownPlurals::new()).unwrap();
-        let f = flat(&rules);
+        let specs = [("ws".to_string(), sp)];
+        let n = needs(&specs, &KnownPlurals::new()).unwrap();
+        assert_eq!(n.plugin_namespaces, BTreeSet::from(["ops".to_string()]));
+        let f = flat(&n.cluster);
+        // Not cluster-wide: the namespaced Role covers them.
         assert!(
-            f.contains(&(
+            f.iter().all(|r| !r.1.contains(&"configmaps".to_string())),
+            "{f:?}"
+        );
+        // Chunks are found by label: list + watch, not limited by name; no get.
+        assert_eq!(
+            flat(&[plugin_configmap_rule()]),
+            vec![(
                 String::new(),
                 s(&["configmaps"]),
-                s(&["ws-plugin"]),
-                s(&["get", "list", "watch"])
+                vec![],
+                s(&["list", "watch"])
+            )]
+        );
+        // A single ClusterRole (--cluster-role-only) has to carry them.
+        let only = flat(&cluster_rules(&specs, &KnownPlurals::new()).unwrap());
+        assert!(
+            only.contains(&(
+                String::new(),
+                s(&["configmaps"]),
+                vec![],
+                s(&["list", "watch"])
             )),
-            "{f:?}"
+            "{only:?}"
         );
         assert!(
             f.contains(&(

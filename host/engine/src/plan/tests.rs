@@ -1,0 +1,262 @@
+//! The planner with a native plugin on a hand-built snapshot: every child
+//! action, the condition diff, finalizer handling and failures.
+
+use std::sync::Mutex;
+
+use futures::future::BoxFuture;
+use kube::api::ApiResource;
+use serde_json::json;
+use wr_runtime::{CallLimits, ReconcileResponse};
+
+use crate::crd::UpdateMethod;
+use crate::resolve::Resolved;
+use crate::validate::DeclaredKind;
+
+use super::*;
+
+struct Fixed(
+    Mutex<Vec<ReconcileRequest>>,
+    Result<ReconcileResponse, PluginError>,
+);
+
+impl ReconcilePlugin for Fixed {
+    fn digest(&self) -> &str {
+        "sha256:fixed"
+    }
+    fn reconcile<'a>(
+        &'a self,
+        req: &'a ReconcileRequest,
+        _limits: &'a CallLimits,
+    ) -> BoxFuture<'a, Result<ReconcileResponse, PluginError>> {
+        self.0.lock().unwrap().push(req.clone());
+        let r = self.1.clone();
+        Box::pin(async move { r })
+    }
+}
+
+fn resolved(api_version: &str, kind: &str, plural: &str) -> Resolved {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    Resolved {
+        ar: ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: api_version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+        },
+        namespaced: true,
+        status_subresource: true,
+    }
+}
+
+fn target(method: UpdateMethod, finalize: bool) -> PlanTarget {
+    let cm = resolved("v1", "ConfigMap", "configmaps");
+    PlanTarget {
+        name: "c".into(),
+        field_manager: "wasm-reconciler/c".into(),
+        finalizer: finalize::finalizer_name("c"),
+        finalize,
+        parent: resolved("example.com/v1", "Site", "sites"),
+        declared: vec![DeclaredKind {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespaced: true,
+        }],
+        children: vec![TargetChild {
+            resolved: cm,
+            method,
+        }],
+        related: vec![],
+        config: Some(json!({"k": 1})),
+        limits: CallLimits::default(),
+        concurrency: 2,
+    }
+}
+
+fn parent() -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Site",
+        "metadata": {"name": "s", "namespace": "ns", "uid": "p-uid", "generation": 2,
+                     "managedFields": [{"manager": "kubectl"}]},
+        "spec": {},
+        "status": {"observedGeneration": 2, "conditions": [
+            {"type": "Ready", "status": "True", "reason": "Reconciled", "message": "",
+             "observedGeneration": 2, "lastTransitionTime": "T0"}]}
+    }))
+    .unwrap()
+}
+
+fn cm(name: &str, value: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "ns"}, "data": {"v": value}})
+}
+
+/// A child as the host would have left it after applying `plugin_obj`.
+fn existing(plugin_obj: &Value, owner_uid: &str, uid: &str) -> DynamicObject {
+    let owner = OwnerRef {
+        api_version: "example.com/v1".into(),
+        kind: "Site".into(),
+        name: "s".into(),
+        uid: owner_uid.into(),
+    };
+    let mut v = apply::desired_object(plugin_obj, &owner);
+    v["metadata"]["uid"] = json!(uid);
+    serde_json::from_value(v).unwrap()
+}
+
+fn answer(children: Vec<Value>) -> ReconcileResponse {
+    ReconcileResponse {
+        children,
+        conditions: vec![],
+        status: None,
+        requeue_after_seconds: None,
+        events: vec![],
+        finalized: false,
+    }
+}
+
+#[tokio::test]
+async fn every_child_action_is_reported_with_the_request_a_reconcile_would_send() {
+    let snap = Snapshot::from_objects(
+        vec![parent()],
+        vec![vec![
+            existing(&cm("same", "1"), "p-uid", "u-same"),
+            existing(&cm("edit", "1"), "p-uid", "u-edit"),
+            existing(&cm("old", "1"), "p-uid", "u-old"),
+            existing(&cm("taken", "1"), "other", "u-taken"),
+        ]],
+        vec![],
+    );
+    let p = Fixed(
+        Mutex::default(),
+        Ok(answer(vec![
+            cm("same", "1"),
+            cm("edit", "2"),
+            cm("new", "1"),
+            cm("taken", "1"),
+        ])),
+    );
+    let out = plan_parent(
+        &target(UpdateMethod::InPlace, false),
+        &snap,
+        &snap.parents()[0],
+        &p,
+        "T1",
+    )
+    .await;
+    let actions: Vec<(&str, PlannedAction)> = out
+        .children
+        .iter()
+        .map(|c| (c.name.as_str(), c.action))
+        .collect();
+    assert_eq!(
+        actions,
+        vec![
+            ("same", PlannedAction::Unchanged),
+            ("edit", PlannedAction::Change),
+            ("new", PlannedAction::Create),
+            ("taken", PlannedAction::Conflict),
+            ("old", PlannedAction::Delete),
+        ]
+    );
+    assert_eq!(
+        out.children[1].changes,
+        vec![FieldChange {
+            path: "/data/v".into(),
+            old: Some(json!("1")),
+            new: Some(json!("2"))
+        }]
+    );
+    assert_eq!(out.children[4].uid.as_deref(), Some("u-old"));
+    // Ready turns False: the conflict is reported as the engine reports it.
+    assert_eq!(out.result, ParentResult::Changes);
+    assert!(out.status_write);
+    assert_eq!(out.conditions.len(), 1);
+    let ready = out.conditions[0].new.as_ref().unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "ChildConflict")
+    );
+    assert_eq!(
+        ready.message,
+        "ConfigMap taken not applied: it is controlled by another owner"
+    );
+    // The request: owned children only (not the other owner's), no managedFields, config.
+    let reqs = p.0.lock().unwrap();
+    let names: Vec<&str> = reqs[0]
+        .children
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["edit", "old", "same"]);
+    assert!(reqs[0].parent["metadata"].get("managedFields").is_none());
+    assert_eq!(reqs[0].config, Some(json!({"k": 1})));
+    assert_eq!((reqs[0].now.as_str(), reqs[0].finalizing), ("T1", false));
+}
+
+#[tokio::test]
+async fn strategies_and_a_converged_parent() {
+    let snap = Snapshot::from_objects(
+        vec![parent()],
+        vec![vec![existing(&cm("a", "1"), "p-uid", "u-a")]],
+        vec![],
+    );
+    for (method, want) in [
+        (UpdateMethod::Recreate, PlannedAction::Recreate),
+        (UpdateMethod::OnDelete, PlannedAction::Leave),
+    ] {
+        let p = Fixed(Mutex::default(), Ok(answer(vec![cm("a", "2")])));
+        let out = plan_parent(&target(method, false), &snap, &snap.parents()[0], &p, "T").await;
+        assert_eq!(out.children[0].action, want);
+        assert_eq!(out.children[0].changes.len(), 1);
+    }
+    // OnDelete leaving a child is no write; the status is already right.
+    let p = Fixed(Mutex::default(), Ok(answer(vec![cm("a", "2")])));
+    let out = plan_parent(
+        &target(UpdateMethod::OnDelete, false),
+        &snap,
+        &snap.parents()[0],
+        &p,
+        "T",
+    )
+    .await;
+    assert_eq!(out.result, ParentResult::Unchanged);
+    assert!(!out.status_write && out.conditions.is_empty());
+}
+
+#[tokio::test]
+async fn finalizer_is_added_before_the_plugin_sees_the_parent_and_failures_are_reported() {
+    let snap = Snapshot::from_objects(vec![parent()], vec![vec![]], vec![]);
+    let p = Fixed(
+        Mutex::default(),
+        Err(PluginError::Fault {
+            kind: "PluginTrap".into(),
+            message: "boom".into(),
+        }),
+    );
+    let t = target(UpdateMethod::InPlace, true);
+    let out = plan_parent(&t, &snap, &snap.parents()[0], &p, "T").await;
+    assert_eq!(out.finalizer, Some(FinalizerChange::Add));
+    assert_eq!(
+        p.0.lock().unwrap()[0].parent["metadata"]["finalizers"],
+        json!([t.finalizer])
+    );
+    assert_eq!(out.result, ParentResult::Error);
+    assert_eq!(
+        out.error.as_ref().map(|e| e.class),
+        Some(FailureClass::Fault)
+    );
+    assert_eq!(out.conditions[0].new.as_ref().unwrap().reason, "PluginTrap");
+
+    let bad = Fixed(
+        Mutex::default(),
+        Ok(answer(vec![json!({"kind": "Secret"})])),
+    );
+    let out = plan_parent(&t, &snap, &snap.parents()[0], &bad, "T").await;
+    assert_eq!(
+        out.error.as_ref().map(|e| e.class),
+        Some(FailureClass::InvalidOutput)
+    );
+    let plan = Plan::new("c", "d", "T", vec![out]);
+    assert_eq!((plan.summary.errors, plan.summary.parents), (1, 1));
+}
