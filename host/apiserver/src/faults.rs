@@ -141,11 +141,30 @@ pub struct Decision {
     pub stale_by: Option<u64>,
 }
 
+/// Fault name logged for a forced `410 Gone` (watch or continued list).
+pub const FAULT_GONE: &str = "gone";
+/// Fault name logged for a watch stream armed with a cut.
+pub const FAULT_WATCH_CUT: &str = "watchCut";
+
 struct State {
     spec: FaultSpec,
     rng: StdRng,
     seq: u64,
     injected: Vec<Injected>,
+}
+
+impl State {
+    /// Logs a watch-level fault. It draws nothing from the RNG, so rule
+    /// decisions stay replayable; `request` is the last rule-checked request.
+    fn log_watch_fault(&mut self, fault: &str) {
+        let request = self.seq;
+        self.injected.push(Injected {
+            request,
+            verb: "watch|list".into(),
+            resource: String::new(),
+            fault: fault.into(),
+        });
+    }
 }
 
 /// Handle to the running server's faults. Cheap to clone.
@@ -278,20 +297,38 @@ impl FaultHandle {
         d
     }
 
-    /// Should this watch / continued list be answered with 410? Consumes one.
+    /// Should this watch / continued list be answered with 410? Consumes one,
+    /// logged as fault `gone` (verb `watch|list`: the caller does not say which).
     pub fn take_gone(&self) -> bool {
         let mut st = self.lock();
         if st.spec.watch.gone_next > 0 {
             st.spec.watch.gone_next -= 1;
+            st.log_watch_fault(FAULT_GONE);
             true
         } else {
             false
         }
     }
 
+    /// The cuts armed on a watch starting now. A watch started while a cut is
+    /// configured is logged once as fault `watchCut`: it is counted when armed,
+    /// since the stream is then closed early unless its client leaves first.
     pub fn watch_cuts(&self) -> (Option<u64>, Option<u64>) {
-        let st = self.lock();
-        (st.spec.watch.cut_after_events, st.spec.watch.cut_after_ms)
+        let mut st = self.lock();
+        let cuts = (st.spec.watch.cut_after_events, st.spec.watch.cut_after_ms);
+        if cuts.0.is_some() || cuts.1.is_some() {
+            st.log_watch_fault(FAULT_WATCH_CUT);
+        }
+        cuts
+    }
+
+    /// Number of injected faults by name (rules and watch faults), for reports.
+    pub fn counts(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        for i in &self.lock().injected {
+            *out.entry(i.fault.clone()).or_insert(0) += 1;
+        }
+        out
     }
 }
 
@@ -333,6 +370,47 @@ mod tests {
             Some(FaultAction::Conflict)
         );
         assert!(h.decide("update", "secrets").action.is_none());
+    }
+
+    #[test]
+    fn watch_faults_are_logged_and_counted_without_touching_the_rng() {
+        let h = FaultHandle::new(3);
+        assert_eq!(h.watch_cuts(), (None, None));
+        assert!(!h.take_gone());
+        assert!(h.counts().is_empty(), "nothing armed, nothing logged");
+        h.set_watch(WatchFaults {
+            cut_after_ms: Some(10),
+            gone_next: 2,
+            ..Default::default()
+        });
+        assert_eq!(h.watch_cuts(), (None, Some(10)));
+        assert!(h.take_gone());
+        assert!(h.take_gone());
+        assert!(!h.take_gone());
+        h.add_rule(FaultRule::new(&[], 1.0, FaultAction::Conflict));
+        h.decide("get", "configmaps");
+        let counts = h.counts();
+        assert_eq!(counts.get(FAULT_GONE), Some(&2));
+        assert_eq!(counts.get(FAULT_WATCH_CUT), Some(&1));
+        assert_eq!(counts.get("conflict"), Some(&1));
+        // Same rule draws as a handle that never saw watch faults.
+        let plain = FaultHandle::new(3);
+        plain.add_rule(FaultRule::new(&[], 0.5, FaultAction::Conflict));
+        let h2 = FaultHandle::new(3);
+        h2.add_rule(FaultRule::new(&[], 0.5, FaultAction::Conflict));
+        h2.set_watch(WatchFaults {
+            gone_next: 1,
+            ..Default::default()
+        });
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        for _ in 0..32 {
+            a.push(plain.decide("get", "x").action.is_some());
+            h2.take_gone();
+            h2.watch_cuts();
+            b.push(h2.decide("get", "x").action.is_some());
+        }
+        assert_eq!(a, b);
     }
 
     #[test]

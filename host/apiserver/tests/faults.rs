@@ -242,6 +242,11 @@ async fn watch_streams_are_cut_and_gone_is_forced() -> anyhow::Result<()> {
             .await,
     );
     assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
+    // Watch-level faults are in the injection log too (for chaos reports):
+    // the two cut-armed watches and the two forced 410s.
+    let counts = srv.faults().counts();
+    assert_eq!(counts.get(wr_apiserver::faults::FAULT_GONE), Some(&2));
+    assert_eq!(counts.get(wr_apiserver::faults::FAULT_WATCH_CUT), Some(&2));
     srv.shutdown().await;
     Ok(())
 }

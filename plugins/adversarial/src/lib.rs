@@ -16,9 +16,13 @@
 //! | `read-clock` | reports wall-clock seconds, a monotonic delta and a random-keyed hash |
 //! | `log-spam` | logs and prints a lot (more than the host's caps) |
 //! | `permanent` / `transient` | returns that error |
+//! | `flaky` | the chaos suite's healthy logic: one ConfigMap per `spec.keys`, transient failure on `config.failPercent` % of calls ([`chaos`]) |
+//! | `hostile` | the chaos suite's hostile logic: per call one of loop, memory bomb, trap, oversized or invalid output, or a plain child |
 //!
 //! It implements the generated `Guest` trait directly (not the SDK's
 //! `Reconciler`) so that it can return output the SDK would never produce.
+
+pub mod chaos;
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -164,6 +168,8 @@ pub fn run(request: &ReconcileRequest) -> Result<ReconcileResponse, ReconcileErr
             "spec.x: bad",
         ))),
         "transient" => Err(ReconcileError::Transient(detail("NotReady", "try later"))),
+        "flaky" => chaos::flaky(request, &config),
+        "hostile" => chaos::hostile(request, &config),
         other => Err(ReconcileError::Permanent(detail(
             "UnknownMode",
             &format!("unknown mode {other:?}"),
