@@ -8,12 +8,10 @@
 //!
 //! Timings are printed, never asserted.
 
-mod languages_common;
-
 use std::time::{Duration, Instant};
 
-use languages_common::{Components, components, fixtures};
 use wr_runtime::{CallLimits, PluginRuntime, RuntimeConfig};
+use wr_tests::languages::{Components, components, fixtures};
 use wr_tests::plugins::plugin_bytes;
 
 const PLUGIN: &str = "static-site";

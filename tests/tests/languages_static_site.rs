@@ -6,32 +6,25 @@
 //! Outputs are compared as data (key order ignored). The components come
 //! from `plugins/languages/build-all.sh`. A missing component skips the test
 //! (printing why) on a developer machine without the toolchains, and fails it
-//! under CI (`CI` set) or with `WR_REQUIRE_LANGUAGES=1`.
-
-mod languages_common;
+//! under CI (`CI` set) or with `WR_REQUIRE_LANGUAGES=1` (see
+//! `wr_tests::languages::components`).
 
 use std::sync::OnceLock;
 
-use languages_common::{Components, DEFAULT_NOW, Outcome, components, fixtures, lang_out_dir};
 use serde_json::{Value, json};
-use wr_runtime::{CallLimits, Plugin, PluginRuntime, ReconcileRequest, RuntimeConfig};
+use wr_runtime::{CallLimits, Plugin, PluginRuntime, ReconcileRequest};
+use wr_tests::languages::{Components, DEFAULT_NOW, Outcome, components, fixtures, runtime_config};
 use wr_tests::plugins::plugin_bytes;
 
 const PLUGIN: &str = "static-site";
 
 /// One runtime for both tests, so each component is compiled once per test
-/// process; its disk cache keeps reruns from recompiling the 18 MB Python
-/// component at all.
+/// process; its disk cache (shared with `languages_e2e`) keeps reruns from
+/// recompiling the 18 MB Python component at all.
 fn runtime() -> PluginRuntime {
     static RUNTIME: OnceLock<PluginRuntime> = OnceLock::new();
     RUNTIME
-        .get_or_init(|| {
-            PluginRuntime::new(RuntimeConfig {
-                cache_dir: Some(lang_out_dir().join("wasmtime-cache")),
-                ..RuntimeConfig::default()
-            })
-            .expect("runtime")
-        })
+        .get_or_init(|| PluginRuntime::new(runtime_config()).expect("runtime"))
         .clone()
 }
 

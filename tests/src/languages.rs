@@ -1,16 +1,17 @@
 //! Shared by the `languages_*` tests and the language bench: where the
-//! JavaScript, Python and C components are, and the inputs they run on.
+//! JavaScript, Python and C components are, the skip policy when they are not
+//! built, the fixture inputs they run on, and the runtime settings that let
+//! every test binary share one compile of each component.
 //!
 //! The components are built by `plugins/languages/build-all.sh` (toolchains
 //! come from npm, PyPI and Debian); these tests only load them.
 
-#![allow(dead_code)] // each test target uses a different part
-
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use wr_runtime::{CallError, ReconcileRequest, ReconcileResponse};
-use wr_tests::plugins::workspace_root;
+use wr_runtime::{CallError, ReconcileRequest, ReconcileResponse, RuntimeConfig};
+
+use crate::plugins::workspace_root;
 
 /// The languages a plugin is ported to, as named under `plugins/<lang>/`.
 pub const LANGUAGES: &[&str] = &["js", "python", "c"];
@@ -27,6 +28,17 @@ pub fn lang_out_dir() -> PathBuf {
     target.join("languages")
 }
 
+/// Runtime settings for tests that load the language components: the disk
+/// cache under [`lang_out_dir`] is shared by every test binary (and kept by
+/// CI between runs), so the ~18 MB Python component is compiled once, not
+/// once per test process (a cold compile takes tens of seconds).
+pub fn runtime_config() -> RuntimeConfig {
+    RuntimeConfig {
+        cache_dir: Some(lang_out_dir().join("wasmtime-cache")),
+        ..RuntimeConfig::default()
+    }
+}
+
 /// What a caller of these tests should do about a missing component.
 pub enum Components {
     /// One `(language, bytes)` per language.
@@ -40,6 +52,11 @@ pub enum Components {
 /// `WR_REQUIRE_LANGUAGES=1`, where it panics with instructions;
 /// `WR_SKIP_LANGUAGES=1` always skips.
 pub fn components(plugin: &str) -> Components {
+    if std::env::var("WR_SKIP_LANGUAGES").is_ok_and(|v| v == "1") {
+        return Components::Skipped(format!(
+            "WR_SKIP_LANGUAGES=1: the {plugin} components in other languages are not tested"
+        ));
+    }
     let mut ready = Vec::new();
     let mut missing = Vec::new();
     for lang in LANGUAGES {
@@ -60,10 +77,9 @@ pub fn components(plugin: &str) -> Components {
     );
     // A plain `cargo test --workspace` on a machine without the JS/Python/C
     // toolchains skips (and says why); CI, which builds them, must not.
-    let forced_skip = std::env::var("WR_SKIP_LANGUAGES").is_ok_and(|v| v == "1");
     let required = std::env::var("WR_REQUIRE_LANGUAGES").is_ok_and(|v| v == "1")
         || std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false");
-    if forced_skip || !required {
+    if !required {
         Components::Skipped(msg)
     } else {
         panic!("{msg} (required because CI or WR_REQUIRE_LANGUAGES=1 is set)");
