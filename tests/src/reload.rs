@@ -168,3 +168,38 @@ fn leb128(out: &mut Vec<u8>, mut v: u64) {
         out.push(byte | 0x80);
     }
 }
+
+/// Like [`inflate_component`] but with filler zstd can shrink to about half
+/// (random bytes from a 16-symbol alphabet), so `publish` stores it
+/// zstd-compressed — real JavaScript/Python components compress similarly.
+pub fn inflate_compressible(component: &[u8], target: usize) -> Vec<u8> {
+    let mut out = inflate_component(component, target);
+    let start = out
+        .len()
+        .saturating_sub(target.saturating_sub(component.len() + 64));
+    for b in &mut out[start..] {
+        *b = b'a' + (*b & 0x0f);
+    }
+    out
+}
+
+/// A zstd frame that decodes to `size` zero bytes, a few bytes per 128 KiB
+/// (RLE blocks, RFC 8878 §3.1.1.2): a compression bomb no zstd encoder
+/// library is needed to build.
+pub fn zstd_rle_bomb(size: usize) -> Vec<u8> {
+    const BLOCK: usize = 128 << 10;
+    // Magic, frame header descriptor (no content size, no checksum, no
+    // dictionary, not single-segment), window descriptor 2^(10+7) = 128 KiB.
+    let mut out = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 7 << 3];
+    let mut left = size.max(1);
+    while left > 0 {
+        let n = left.min(BLOCK);
+        left -= n;
+        let last = u32::from(left == 0);
+        // Block header: last-block bit, block type 1 (RLE), block size = repeat count.
+        let header = ((n as u32) << 3) | (1 << 1) | last;
+        out.extend_from_slice(&header.to_le_bytes()[..3]);
+        out.push(0); // the repeated byte
+    }
+    out
+}

@@ -68,3 +68,52 @@ async fn invalid_components_are_not_cached() {
     assert_eq!(rt.stats().disk_cache_writes, 0);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// `bytes` with an extra custom section: the same component, another digest.
+fn variant(bytes: &[u8], i: u32) -> Vec<u8> {
+    let name = b"wr-variant";
+    let payload = i.to_le_bytes();
+    let body_len = 1 + name.len() + payload.len();
+    let mut out = bytes.to_vec();
+    out.push(0); // custom section id
+    out.push(u8::try_from(body_len).unwrap()); // LEB128, < 128
+    out.push(u8::try_from(name.len()).unwrap());
+    out.extend_from_slice(name);
+    out.extend_from_slice(&payload);
+    out
+}
+
+#[tokio::test]
+async fn idle_versions_are_bounded_and_versions_in_use_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = plugin_bytes("tombstone");
+    let rt = runtime(dir.path());
+    let kept = wr_runtime::IDLE_VERSIONS_KEPT;
+
+    // Two versions a controller still serves with (held handles).
+    let serving = rt.load(&variant(&bytes, 0)).unwrap();
+    let previous = rt.load(&variant(&bytes, 1)).unwrap();
+    // Then many versions loaded once and dropped.
+    let total = kept as u32 + 4;
+    for i in 2..2 + total {
+        drop(rt.load(&variant(&bytes, i)).unwrap());
+    }
+    // Eviction runs at each load: the versions in use, the `kept` most recent
+    // idle ones, and the one just loaded (idle only since it was dropped).
+    let loaded = rt.loaded_digests();
+    assert_eq!(loaded.len(), 2 + kept + 1, "in use + the idle ones kept: {loaded:?}");
+    assert!(loaded.contains(&serving.digest().to_string()));
+    assert!(loaded.contains(&previous.digest().to_string()));
+
+    // The most recent idle version is still in memory ...
+    let hits = rt.stats().memory_cache_hits;
+    let recent = rt.load(&variant(&bytes, 1 + total)).unwrap();
+    assert_eq!(rt.stats().memory_cache_hits, hits + 1);
+    drop(recent);
+    // ... the oldest idle one was evicted and comes back from the disk cache.
+    let disk = rt.stats().disk_cache_hits;
+    let old = rt.load(&variant(&bytes, 2)).unwrap();
+    assert_eq!(rt.stats().disk_cache_hits, disk + 1);
+    assert_eq!(rt.stats().compiled, u64::from(2 + total), "never compiled twice");
+    assert!(old.digest().starts_with("sha256:"));
+}

@@ -33,6 +33,10 @@ pub const MANIFEST_FORMAT: &str = "wasm-reconciler.dev/chunked/v1";
 /// Label `publish` puts on every ConfigMap of a plugin (value: the name of the
 /// referenced ConfigMap); the host watches chunk ConfigMaps by it.
 pub const PLUGIN_LABEL: &str = "wasm-reconciler.dev/plugin";
+/// Label on every chunk ConfigMap `publish` writes (value: the chunk's index);
+/// tells chunks apart from the referenced ConfigMap, which also carries
+/// [`PLUGIN_LABEL`].
+pub const CHUNK_LABEL: &str = "wasm-reconciler.dev/chunk";
 /// Largest decoded component accepted (compression bomb guard).
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 /// Largest payload `publish` puts into one ConfigMap: the API server caps a
@@ -337,7 +341,7 @@ pub fn to_configmaps(
             sha256: sha_hex(part),
         });
         out.push(ConfigMap {
-            metadata: meta(cm_name, Some(("wasm-reconciler.dev/chunk", i.to_string()))),
+            metadata: meta(cm_name, Some((CHUNK_LABEL, i.to_string()))),
             binary_data: Some(BTreeMap::from([(
                 CHUNK_KEY.to_string(),
                 ByteString(part.to_vec()),
@@ -359,6 +363,39 @@ pub fn to_configmaps(
         ..ConfigMap::default()
     });
     Ok(out)
+}
+
+/// Label selector of the chunk ConfigMaps of plugin `name` (any chunk set).
+pub fn chunk_selector(name: &str) -> String {
+    format!("{PLUGIN_LABEL}={name},{CHUNK_LABEL}")
+}
+
+/// Names of chunk ConfigMaps of plugin `name` among `existing` that the
+/// just-published set `published` (the output of [`to_configmaps`], already
+/// applied) no longer references: the chunk sets of earlier versions, which
+/// `publish` never rewrites and so would otherwise stay forever. Only objects
+/// labelled as chunks of `name` are candidates; the referenced ConfigMap and
+/// every ConfigMap of the new set are kept.
+///
+/// Deleting them is safe once the new manifest is in place: a host reads a
+/// chunk set only through the manifest it currently sees, and a version it
+/// already loaded keeps running from memory.
+pub fn stale_chunks(existing: &[ConfigMap], name: &str, published: &[ConfigMap]) -> Vec<String> {
+    let keep: std::collections::BTreeSet<&str> = published
+        .iter()
+        .filter_map(|c| c.metadata.name.as_deref())
+        .chain(std::iter::once(name))
+        .collect();
+    existing
+        .iter()
+        .filter(|c| {
+            c.metadata.labels.as_ref().is_some_and(|l| {
+                l.get(PLUGIN_LABEL).map(String::as_str) == Some(name) && l.contains_key(CHUNK_LABEL)
+            })
+        })
+        .filter_map(|c| c.metadata.name.clone())
+        .filter(|n| !keep.contains(n.as_str()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -480,6 +517,64 @@ mod tests {
             reassemble(&m, |n| chunks.get(n).cloned(), 1 << 20),
             Err(FormatError::ChunkMissing { index: 1, .. })
         ));
+    }
+
+    #[test]
+    fn truncated_zstd_is_a_decompress_error() {
+        let zs = zstd::stream::encode_all(&fake_component(50_000)[..], 3).unwrap();
+        let cut = zs[..zs.len() / 2].to_vec();
+        assert!(matches!(
+            decode(cut, 1 << 20),
+            Err(FormatError::Decompress {
+                encoding: Encoding::Zstd,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn chunks_of_earlier_versions_are_stale_the_new_set_and_others_are_not() {
+        let opts = PublishOptions {
+            max_chunk_bytes: 8 * 1024,
+            zstd_level: 3,
+        };
+        let mut v2 = fake_component(40_000);
+        v2[100] ^= 1;
+        let old = to_configmaps(&fake_component(40_000), "p", "ns", "k", opts).unwrap();
+        let new = to_configmaps(&v2, "p", "ns", "k", opts).unwrap();
+        let other = to_configmaps(&fake_component(30_000), "q", "ns", "k", opts).unwrap();
+        let mut unlabelled = old[0].clone();
+        unlabelled.metadata.name = Some("p-hand-made".into());
+        unlabelled.metadata.labels = None;
+        // What a list by label returns after the new set was applied: old
+        // chunks, new chunks, the referenced ConfigMap (now the new manifest).
+        let mut existing: Vec<ConfigMap> = old[..old.len() - 1].to_vec();
+        existing.extend(new.iter().cloned());
+        existing.extend(other.iter().cloned());
+        existing.push(unlabelled);
+        let mut stale = stale_chunks(&existing, "p", &new);
+        stale.sort();
+        let mut want: Vec<String> = old[..old.len() - 1]
+            .iter()
+            .map(|c| c.metadata.name.clone().unwrap())
+            .collect();
+        want.sort();
+        assert!(want.len() >= 3);
+        assert_eq!(stale, want);
+        // Publishing the same version again prunes nothing.
+        assert!(stale_chunks(&new, "p", &new).is_empty());
+        // A small version replacing a chunked one: every chunk is stale.
+        let small = to_configmaps(&fake_component(100), "p", "ns", "k", opts).unwrap();
+        assert_eq!(small.len(), 1);
+        assert_eq!(
+            stale_chunks(&new, "p", &small).len(),
+            new.len() - 1,
+            "all chunks of the chunked version"
+        );
+        assert_eq!(
+            chunk_selector("p"),
+            format!("{PLUGIN_LABEL}=p,{CHUNK_LABEL}")
+        );
     }
 
     #[test]

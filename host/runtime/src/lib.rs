@@ -130,7 +130,59 @@ pub struct PluginRuntime {
 struct RuntimeInner {
     lanes: Arc<Lanes>,
     max_memory_bytes: usize,
-    loaded: Mutex<HashMap<String, Plugin>>,
+    loaded: Mutex<Loaded>,
+}
+
+/// How many loaded versions nobody holds any more stay in memory (checked at
+/// each load, so the version loaded last may briefly be one more), so that
+/// flipping back to a recent version is instant. Versions in use (held by a
+/// controller as serving or last-good) are never evicted and do not count.
+/// Each idle version costs its compiled code (~3 MiB for a small Rust
+/// component, ~330 MiB for an 18 MiB Python one); an evicted one comes back
+/// from the disk cache in milliseconds.
+pub const IDLE_VERSIONS_KEPT: usize = 4;
+
+/// The in-memory map of loaded components, with a use tick for LRU eviction.
+#[derive(Default)]
+struct Loaded {
+    plugins: HashMap<String, (Plugin, u64)>,
+    tick: u64,
+}
+
+impl Loaded {
+    fn get(&mut self, digest: &str) -> Option<Plugin> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.plugins.get_mut(digest).map(|(p, t)| {
+            *t = tick;
+            p.clone()
+        })
+    }
+
+    fn insert(&mut self, digest: String, plugin: Plugin) {
+        self.tick += 1;
+        self.plugins.insert(digest, (plugin, self.tick));
+        self.evict_idle();
+    }
+
+    /// Drops the least recently used idle versions beyond [`IDLE_VERSIONS_KEPT`].
+    /// "Idle" = only this map holds the plugin (nobody serves with it).
+    fn evict_idle(&mut self) {
+        let mut idle: Vec<(u64, String)> = self
+            .plugins
+            .iter()
+            .filter(|(_, (p, _))| Arc::strong_count(&p.inner) == 1)
+            .map(|(d, (_, t))| (*t, d.clone()))
+            .collect();
+        if idle.len() <= IDLE_VERSIONS_KEPT {
+            return;
+        }
+        idle.sort();
+        let excess = idle.len() - IDLE_VERSIONS_KEPT;
+        for (_, digest) in idle.into_iter().take(excess) {
+            self.plugins.remove(&digest);
+        }
+    }
 }
 
 impl PluginRuntime {
@@ -144,13 +196,13 @@ impl PluginRuntime {
             inner: Arc::new(RuntimeInner {
                 lanes: Arc::new(lanes),
                 max_memory_bytes,
-                loaded: Mutex::new(HashMap::new()),
+                loaded: Mutex::new(Loaded::default()),
             }),
         })
     }
 
     /// Loads a component: from the in-memory map if these bytes were loaded
-    /// before, else from the disk cache, else by compiling (and caching) it.
+    /// before (in use, or among the [`IDLE_VERSIONS_KEPT`] most recent idle ones), else from the disk cache, else by compiling (and caching) it.
     /// Validates that it implements the `reconciler` world.
     ///
     /// CPU-heavy and synchronous: async callers use `spawn_blocking`.
@@ -160,7 +212,7 @@ impl PluginRuntime {
         let lanes = &self.inner.lanes;
         if let Some(plugin) = self.lock_loaded().get(&digest) {
             lanes.counters.bump(&lanes.counters.memory_cache_hits);
-            return Ok(plugin.clone());
+            return Ok(plugin);
         }
         let pre = lanes.plain().prepare(&sha, bytes, &lanes.counters)?;
         let plugin = Plugin {
@@ -178,7 +230,7 @@ impl PluginRuntime {
         Ok(plugin)
     }
 
-    fn lock_loaded(&self) -> std::sync::MutexGuard<'_, HashMap<String, Plugin>> {
+    fn lock_loaded(&self) -> std::sync::MutexGuard<'_, Loaded> {
         // The map holds only finished values; a panic elsewhere cannot leave it half-written.
         self.inner.loaded.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -186,7 +238,15 @@ impl PluginRuntime {
     /// Forgets a plugin from the in-memory map (e.g. when no controller uses
     /// it any more). Live `Plugin` handles keep working.
     pub fn unload(&self, digest: &str) {
-        self.lock_loaded().remove(digest);
+        self.lock_loaded().plugins.remove(digest);
+    }
+
+    /// Digests held in memory: versions in use plus up to
+    /// [`IDLE_VERSIONS_KEPT`] idle ones.
+    pub fn loaded_digests(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.lock_loaded().plugins.keys().cloned().collect();
+        v.sort();
+        v
     }
 
     /// Cache counters.

@@ -4,13 +4,16 @@
 //! `docs/hot-reload.md`). Prints them as YAML (`-o yaml`, the default) or
 //! server-side applies them (`--apply`), chunks first and the manifest last so
 //! the host never sees a manifest whose chunks are not there yet.
+//! `--apply --prune` then deletes the chunk ConfigMaps of earlier versions
+//! that the new manifest no longer references (publish never rewrites a chunk
+//! set, so without pruning every chunked version stays behind).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use wr_engine::chunked::{self, PublishOptions};
 
 /// Field manager of `publish --apply`.
@@ -33,6 +36,10 @@ pub struct PublishArgs {
     /// Server-side apply the ConfigMaps to the cluster instead of printing them.
     #[arg(long, conflicts_with = "output")]
     pub apply: bool,
+    /// With --apply: afterwards delete chunk ConfigMaps of earlier versions of
+    /// this plugin that the new manifest no longer references.
+    #[arg(long, requires = "apply")]
+    pub prune: bool,
     /// Output format when not applying (only `yaml`).
     #[arg(long, short = 'o', value_parser = ["yaml"])]
     pub output: Option<String>,
@@ -63,13 +70,19 @@ pub fn run(args: PublishArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    rt.block_on(apply(&args, &cms))?;
+    let pruned = rt.block_on(apply(&args, &cms))?;
     println!(
         "published {digest} as {} ConfigMap(s) {}/{}",
         cms.len(),
         args.namespace,
         args.name
     );
+    if args.prune {
+        println!(
+            "pruned {} chunk ConfigMap(s) of earlier versions",
+            pruned.len()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -83,7 +96,9 @@ pub fn to_yaml(cms: &[ConfigMap]) -> anyhow::Result<String> {
     Ok(out)
 }
 
-async fn apply(args: &PublishArgs, cms: &[ConfigMap]) -> anyhow::Result<()> {
+/// Applies `cms` in order; with `--prune`, then deletes stale chunk
+/// ConfigMaps and returns their names.
+async fn apply(args: &PublishArgs, cms: &[ConfigMap]) -> anyhow::Result<Vec<String>> {
     let config = match &args.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -101,7 +116,37 @@ async fn apply(args: &PublishArgs, cms: &[ConfigMap]) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("applying ConfigMap {}/{name}", args.namespace))?;
     }
-    Ok(())
+    if !args.prune {
+        return Ok(Vec::new());
+    }
+    prune(&api, args, cms).await
+}
+
+/// Deletes the chunk ConfigMaps of `args.name` that `cms` (just applied) does
+/// not reference. Runs only after the new manifest is in place.
+async fn prune(
+    api: &Api<ConfigMap>,
+    args: &PublishArgs,
+    cms: &[ConfigMap],
+) -> anyhow::Result<Vec<String>> {
+    let existing = api
+        .list(&ListParams::default().labels(&chunked::chunk_selector(&args.name)))
+        .await
+        .with_context(|| format!("listing chunk ConfigMaps of {}", args.name))?;
+    let stale = chunked::stale_chunks(&existing.items, &args.name, cms);
+    for name in &stale {
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            // Already gone (a concurrent prune): nothing to do.
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                return Err(anyhow::Error::new(e)
+                    .context(format!("deleting ConfigMap {}/{name}", args.namespace)));
+            }
+        }
+        tracing::info!(namespace = %args.namespace, configmap = %name, "pruned stale chunk ConfigMap");
+    }
+    Ok(stale)
 }
 
 #[cfg(test)]
