@@ -8,10 +8,21 @@
 //! notifications that include deletions discovered during a relist — the
 //! reflector's store offers neither indexes nor those notifications.
 //!
+//! Memory: the store keeps each object as compact JSON text, not as a decoded
+//! tree, and decodes on read (the `store` submodule says why and what it
+//! costs). The public API still hands out `Arc<DynamicObject>`: each call
+//! decodes a fresh copy, so prefer [`KindCache::keys_in_namespace`] over
+//! [`KindCache::in_namespace`] when only keys are needed. The initial list is
+//! read in pages of [`LIST_PAGE_SIZE`] (the API server does not support
+//! streaming lists) and a relist buffers encoded objects — only those that
+//! changed — so no decoded copy of a whole list is ever held.
+//!
 //! Caches are reference counted: the [`CacheRegistry`] holds weak references and
 //! a cache's watch task stops when the last controller holding it is stopped.
 
-use std::collections::{HashMap, HashSet};
+mod store;
+
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use futures::StreamExt;
@@ -20,8 +31,13 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
-use crate::apply::controller_uid;
 use crate::queue::ObjectKey;
+use store::{Entry, Store};
+
+/// Objects per page of a (re)list. kube-runtime's default too, stated here
+/// because it bounds the transient memory of a list: one page is decoded at a
+/// time.
+pub const LIST_PAGE_SIZE: u32 = 500;
 
 /// Drops `metadata.managedFields` before an object is cached: the engine never
 /// reads them (drift is judged on the desired fields and the applied-hash
@@ -41,59 +57,10 @@ pub struct Change<'a> {
 }
 
 type Subscriber = Arc<dyn Fn(&Change<'_>) + Send + Sync>;
-type ObjPair = (Option<Arc<DynamicObject>>, Option<Arc<DynamicObject>>);
 
-#[derive(Default)]
-struct Store {
-    objects: HashMap<ObjectKey, Arc<DynamicObject>>,
-    by_owner: HashMap<String, HashSet<ObjectKey>>,
-    by_namespace: HashMap<String, HashSet<ObjectKey>>,
-}
-
-impl Store {
-    fn insert(&mut self, obj: Arc<DynamicObject>) -> Option<Arc<DynamicObject>> {
-        let key = key_of(&obj);
-        let old = self.objects.insert(key.clone(), obj.clone());
-        if let Some(o) = &old {
-            self.unindex(&key, o);
-        }
-        if let Some(uid) = controller_uid(&obj) {
-            self.by_owner
-                .entry(uid.to_string())
-                .or_default()
-                .insert(key.clone());
-        }
-        if let Some(ns) = &key.namespace {
-            self.by_namespace.entry(ns.clone()).or_default().insert(key);
-        }
-        old
-    }
-
-    fn remove(&mut self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
-        let old = self.objects.remove(key)?;
-        self.unindex(key, &old);
-        Some(old)
-    }
-
-    fn unindex(&mut self, key: &ObjectKey, obj: &DynamicObject) {
-        if let Some(uid) = controller_uid(obj)
-            && let Some(set) = self.by_owner.get_mut(uid)
-        {
-            set.remove(key);
-            if set.is_empty() {
-                self.by_owner.remove(uid);
-            }
-        }
-        if let Some(ns) = &key.namespace
-            && let Some(set) = self.by_namespace.get_mut(ns)
-        {
-            set.remove(key);
-            if set.is_empty() {
-                self.by_namespace.remove(ns);
-            }
-        }
-    }
-}
+/// Objects of an in-progress relist: per key, the new entry, or `None` when it
+/// is identical to the cached one (an unchanged relist holds keys, not objects).
+type Relist = HashMap<Arc<ObjectKey>, Option<Entry>>;
 
 /// The key of an object.
 pub fn key_of(obj: &DynamicObject) -> ObjectKey {
@@ -165,6 +132,26 @@ impl KindCache {
         self.store.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Decodes a stored entry. The text was encoded from a `DynamicObject` by
+    /// this module, so failure means a bug; it is logged and the object
+    /// treated as absent rather than crashing the host.
+    fn decode(&self, entry: &Entry) -> Option<DynamicObject> {
+        match entry.decode() {
+            Ok(o) => Some(o),
+            Err(e) => {
+                tracing::error!(kind = %self.ar.kind, error = %e, "cached object does not decode; skipped");
+                None
+            }
+        }
+    }
+
+    fn decode_all(&self, entries: Vec<Entry>) -> Vec<Arc<DynamicObject>> {
+        entries
+            .iter()
+            .filter_map(|e| self.decode(e).map(Arc::new))
+            .collect()
+    }
+
     /// Waits until the first full list has been loaded.
     pub async fn wait_synced(&self) {
         let mut rx = self.synced_tx.subscribe();
@@ -176,54 +163,48 @@ impl KindCache {
         *self.synced_tx.borrow()
     }
 
-    /// One object by key.
+    /// One object by key (decoded on each call).
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
-        self.read().objects.get(key).cloned()
+        let entry = self.read().get(key).cloned()?;
+        self.decode(&entry).map(Arc::new)
     }
 
     /// Objects whose controller owner has `uid`.
     pub fn owned_by(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
-        let st = self.read();
-        st.by_owner
-            .get(uid)
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(|k| st.objects.get(k).cloned())
-                    .collect()
-            })
-            .unwrap_or_default()
+        let entries = self.read().owned_by(uid);
+        self.decode_all(entries)
     }
 
-    /// Objects in a namespace (`None`: every object).
+    /// Objects in a namespace (`None`: every object), decoded on each call.
     pub fn in_namespace(&self, ns: Option<&str>) -> Vec<Arc<DynamicObject>> {
-        let st = self.read();
-        match ns {
-            Some(ns) => st
-                .by_namespace
-                .get(ns)
-                .map(|keys| {
-                    keys.iter()
-                        .filter_map(|k| st.objects.get(k).cloned())
-                        .collect()
-                })
-                .unwrap_or_default(),
-            None => st.objects.values().cloned().collect(),
-        }
+        let entries = self.read().in_namespace(ns);
+        self.decode_all(entries)
+    }
+
+    /// Keys of the objects in a namespace (`None`: every object), without
+    /// decoding anything.
+    pub fn keys_in_namespace(&self, ns: Option<&str>) -> Vec<ObjectKey> {
+        self.read().keys_in_namespace(ns)
     }
 
     /// Keys of every cached object.
     pub fn keys(&self) -> Vec<ObjectKey> {
-        self.read().objects.keys().cloned().collect()
+        self.keys_in_namespace(None)
     }
 
     /// Number of cached objects.
     pub fn len(&self) -> usize {
-        self.read().objects.len()
+        self.read().len()
     }
 
     /// True when nothing is cached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Bytes of JSON text held for the cached objects (without `managedFields`).
+    pub fn json_bytes(&self) -> usize {
+        self.read().json_bytes()
     }
 
     /// Calls `f` for every change from now on (from the watch task; keep it cheap
@@ -247,52 +228,80 @@ impl KindCache {
         }
     }
 
-    fn notify(&self, old: Option<&DynamicObject>, new: Option<&DynamicObject>) {
-        let subs: Vec<Subscriber> = self
-            .subscribers
+    fn subscribers(&self) -> Vec<Subscriber> {
+        self.subscribers
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
             .map(|(_, s)| s.clone())
-            .collect();
+            .collect()
+    }
+
+    fn notify(subs: &[Subscriber], old: Option<&DynamicObject>, new: Option<&DynamicObject>) {
         let change = Change { old, new };
         for s in subs {
             s(&change);
         }
     }
 
+    /// Encodes an object from the watch; an object that cannot be encoded
+    /// (never seen: it was just decoded from JSON) is logged and skipped.
+    fn encode(&self, obj: &DynamicObject) -> Option<Entry> {
+        match Entry::encode(obj) {
+            Ok(e) => Some(e),
+            Err(e) => {
+                tracing::error!(kind = %self.ar.kind, error = %e, "watched object does not encode; skipped");
+                None
+            }
+        }
+    }
+
     /// Applies one watcher event to the store and notifies subscribers.
-    /// `relist` buffers the objects of an in-progress relist.
-    fn handle(
-        &self,
-        ev: Event<DynamicObject>,
-        relist: &mut Option<HashMap<ObjectKey, Arc<DynamicObject>>>,
-    ) {
+    /// `relist` buffers the objects of an in-progress relist. Old states are
+    /// decoded only when someone subscribed.
+    fn handle(&self, ev: Event<DynamicObject>, relist: &mut Option<Relist>) {
         match ev {
             Event::Apply(o) => {
-                let new = Arc::new(o);
-                let old = self.write().insert(new.clone());
-                self.notify(old.as_deref(), Some(&new));
+                let Some(entry) = self.encode(&o) else { return };
+                let old = self.write().insert(key_of(&o), entry);
+                let subs = self.subscribers();
+                if !subs.is_empty() {
+                    let old = old.and_then(|e| self.decode(&e));
+                    Self::notify(&subs, old.as_ref(), Some(&o));
+                }
             }
             Event::Delete(o) => {
                 let old = self.write().remove(&key_of(&o));
-                self.notify(old.as_deref().or(Some(&o)), None);
-            }
-            Event::Init => *relist = Some(HashMap::new()),
-            Event::InitApply(o) => {
-                if let Some(buf) = relist.as_mut() {
-                    buf.insert(key_of(&o), Arc::new(o));
+                let subs = self.subscribers();
+                if !subs.is_empty() {
+                    let old = old.and_then(|e| self.decode(&e));
+                    Self::notify(&subs, Some(old.as_ref().unwrap_or(&o)), None);
                 }
+            }
+            Event::Init => *relist = Some(Relist::new()),
+            Event::InitApply(o) => {
+                let Some(buf) = relist.as_mut() else { return };
+                let Some(entry) = self.encode(&o) else { return };
+                let key = key_of(&o);
+                // The store does not change during a relist (this task is its
+                // only writer), so "unchanged" can be decided now.
+                let st = self.read();
+                let (key, entry) = match st.shared_key(&key) {
+                    Some(k) if st.get(&k).is_some_and(|e| e.same_as(&entry)) => (k, None),
+                    Some(k) => (k, Some(entry)),
+                    None => (Arc::new(key), Some(entry)),
+                };
+                drop(st);
+                buf.insert(key, entry);
             }
             Event::InitDone => {
                 let buf = relist.take().unwrap_or_default();
-                let mut changes: Vec<ObjPair> = Vec::new();
+                let mut changes: Vec<(Option<Entry>, Option<Entry>)> = Vec::new();
                 {
                     let mut st = self.write();
-                    let gone: Vec<ObjectKey> = st
-                        .objects
-                        .keys()
-                        .filter(|k| !buf.contains_key(*k))
+                    let gone: Vec<Arc<ObjectKey>> = st
+                        .shared_keys()
+                        .filter(|k| !buf.contains_key(&***k))
                         .cloned()
                         .collect();
                     for k in gone {
@@ -300,19 +309,23 @@ impl KindCache {
                             changes.push((Some(old), None));
                         }
                     }
-                    for (_, obj) in buf {
-                        let old = st.insert(obj.clone());
-                        let same = old.as_ref().is_some_and(|o| {
-                            o.metadata.resource_version == obj.metadata.resource_version
-                        });
-                        if !same {
-                            changes.push((old, Some(obj)));
+                    for (k, entry) in buf {
+                        if let Some(new) = entry {
+                            let old = st.insert_shared(k, new.clone());
+                            changes.push((old, Some(new)));
                         }
                     }
                 }
                 self.synced_tx.send_replace(true);
+                let subs = self.subscribers();
+                if subs.is_empty() {
+                    return;
+                }
+                // One object decoded at a time: never the whole list at once.
                 for (old, new) in changes {
-                    self.notify(old.as_deref(), new.as_deref());
+                    let old = old.and_then(|e| self.decode(&e));
+                    let new = new.and_then(|e| self.decode(&e));
+                    Self::notify(&subs, old.as_ref(), new.as_ref());
                 }
             }
         }
@@ -347,10 +360,11 @@ impl CacheRegistry {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), ar);
         let kind = ar.kind.clone();
         let handle = tokio::spawn(async move {
-            let mut stream = watcher::watcher(api, watcher::Config::default())
-                .modify(strip_managed_fields)
-                .default_backoff()
-                .boxed();
+            let mut stream =
+                watcher::watcher(api, watcher::Config::default().page_size(LIST_PAGE_SIZE))
+                    .modify(strip_managed_fields)
+                    .default_backoff()
+                    .boxed();
             let mut relist = None;
             while let Some(item) = stream.next().await {
                 let Some(cache) = weak.upgrade() else { break };
@@ -381,6 +395,7 @@ impl CacheRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apply::controller_uid;
     use serde_json::json;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -482,5 +497,131 @@ mod tests {
         drop(sub);
         c.handle(Event::Apply(cm("a", "2", None)), &mut relist);
         assert_eq!(seen.load(Ordering::SeqCst), 1);
+    }
+
+    /// (old resourceVersion, new resourceVersion) of each change seen.
+    type Seen = Arc<Mutex<Vec<(Option<String>, Option<String>)>>>;
+
+    /// Records every change as (old resourceVersion, new resourceVersion).
+    fn recorder(c: &Arc<KindCache>) -> (Subscription, Seen) {
+        let seen: Seen = Arc::default();
+        let s2 = seen.clone();
+        let rv = |o: Option<&DynamicObject>| o.and_then(|o| o.metadata.resource_version.clone());
+        let sub = c.subscribe(move |ch| s2.lock().unwrap().push((rv(ch.old), rv(ch.new))));
+        (sub, seen)
+    }
+
+    fn some(s: &str) -> Option<String> {
+        Some(s.to_string())
+    }
+
+    #[test]
+    fn get_decodes_the_object_that_was_stored() {
+        let c = KindCache::new(ar());
+        let mut o = cm("a", "1", Some("u1"));
+        o.data = json!({"data": {"z": "1", "a": "2"}, "binaryData": {"b": "AAEC"}});
+        o.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
+        let mut with_mf = o.clone();
+        with_mf.metadata.managed_fields = Some(vec![Default::default()]);
+        strip_managed_fields(&mut with_mf);
+        c.handle(Event::Apply(with_mf), &mut None);
+        let key = ObjectKey::new(Some("ns"), "a");
+        assert_eq!(*c.get(&key).unwrap(), o);
+        assert_eq!(*c.owned_by("u1")[0], o);
+        assert_eq!(*c.in_namespace(Some("ns"))[0], o);
+        assert_eq!(c.keys(), std::slice::from_ref(&key));
+        assert_eq!(c.keys_in_namespace(Some("ns")), [key]);
+        assert!(c.keys_in_namespace(Some("other")).is_empty());
+        assert_eq!(c.json_bytes(), serde_json::to_vec(&o).unwrap().len());
+    }
+
+    #[test]
+    fn updates_and_deletes_notify_the_previous_state() {
+        let c = KindCache::new(ar());
+        let (_sub, seen) = recorder(&c);
+        let mut relist = None;
+        c.handle(Event::Apply(cm("a", "1", None)), &mut relist);
+        c.handle(Event::Apply(cm("a", "2", None)), &mut relist);
+        // The delete event carries the last state the server had; the old state
+        // reported is the cached one.
+        c.handle(Event::Delete(cm("a", "3", None)), &mut relist);
+        // A delete of something never cached still notifies, with the event's object.
+        c.handle(Event::Delete(cm("x", "9", None)), &mut relist);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                (None, some("1")),
+                (some("1"), some("2")),
+                (some("2"), None),
+                (some("9"), None)
+            ]
+        );
+        assert!(c.is_empty());
+        assert_eq!(c.json_bytes(), 0);
+    }
+
+    #[test]
+    fn relist_applies_changes_and_deletions_atomically_at_the_end() {
+        let c = KindCache::new(ar());
+        let mut relist = None;
+        for ev in [
+            Event::Init,
+            Event::InitApply(cm("keep", "1", Some("u1"))),
+            Event::InitApply(cm("change", "1", Some("u1"))),
+            Event::InitApply(cm("gone", "1", Some("u1"))),
+            Event::InitDone,
+        ] {
+            c.handle(ev, &mut relist);
+        }
+        let (_sub, seen) = recorder(&c);
+        c.handle(Event::Init, &mut relist);
+        c.handle(Event::InitApply(cm("keep", "1", Some("u1"))), &mut relist);
+        c.handle(Event::InitApply(cm("change", "5", Some("u2"))), &mut relist);
+        c.handle(Event::InitApply(cm("new", "5", None)), &mut relist);
+        // Until the relist is complete, readers see the previous state.
+        assert_eq!(c.owned_by("u1").len(), 3);
+        assert!(c.get(&ObjectKey::new(Some("ns"), "new")).is_none());
+        assert!(seen.lock().unwrap().is_empty());
+        c.handle(Event::InitDone, &mut relist);
+
+        let mut got = seen.lock().unwrap().clone();
+        got.sort();
+        assert_eq!(
+            got,
+            [(None, some("5")), (some("1"), None), (some("1"), some("5"))]
+        );
+        let mut keys = c.keys();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                ObjectKey::new(Some("ns"), "change"),
+                ObjectKey::new(Some("ns"), "keep"),
+                ObjectKey::new(Some("ns"), "new")
+            ]
+        );
+        assert_eq!(c.owned_by("u1").len(), 1);
+        assert_eq!(c.owned_by("u2").len(), 1);
+        assert_eq!(
+            c.get(&ObjectKey::new(Some("ns"), "change"))
+                .unwrap()
+                .metadata
+                .resource_version
+                .as_deref(),
+            Some("5")
+        );
+    }
+
+    #[test]
+    fn an_unchanged_relist_buffers_keys_only() {
+        let c = KindCache::new(ar());
+        let mut relist = None;
+        c.handle(Event::Apply(cm("a", "1", None)), &mut relist);
+        c.handle(Event::Init, &mut relist);
+        c.handle(Event::InitApply(cm("a", "1", None)), &mut relist);
+        c.handle(Event::InitApply(cm("b", "1", None)), &mut relist);
+        let buf = relist.as_ref().unwrap();
+        assert!(buf[&ObjectKey::new(Some("ns"), "a")].is_none());
+        assert!(buf[&ObjectKey::new(Some("ns"), "b")].is_some());
     }
 }

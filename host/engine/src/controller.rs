@@ -525,12 +525,15 @@ fn subscribe(ctl: &Arc<Controller>) -> Vec<Subscription> {
             }
             let ns = ch.new.or(ch.old).and_then(|o| o.metadata.namespace.clone());
             let parents = match (rule.rule.scope, &ns, c.parent.namespaced) {
-                (RelatedScope::Namespace, Some(ns), true) => c.parent_cache.in_namespace(Some(ns)),
+                // Keys only: the cache would otherwise decode every parent.
+                (RelatedScope::Namespace, Some(ns), true) => {
+                    c.parent_cache.keys_in_namespace(Some(ns))
+                }
                 (RelatedScope::Namespace, _, true) => Vec::new(),
-                _ => c.parent_cache.in_namespace(None),
+                _ => c.parent_cache.keys_in_namespace(None),
             };
-            for p in parents {
-                c.queue.add(key_of(&p));
+            for key in parents {
+                c.queue.add(key);
             }
         }));
     }

@@ -219,7 +219,8 @@ async fn sync_controller(
     obj: Option<&DynamicObject>,
 ) -> Outcome {
     let name = key.name.clone();
-    let span = tracing::info_span!("controller-sync", controller = %name);
+    // WARN level for the same reason as the reconcile span (reconcile.rs).
+    let span = tracing::warn_span!("controller-sync", controller = %name);
     let _g = span.enter();
     drop(_g);
     let Some(obj) = obj else {

@@ -52,7 +52,11 @@ pub(crate) async fn reconcile(ctl: &Arc<Controller>, key: &ObjectKey) -> Outcome
         return Outcome::Forget;
     };
     let reconcile_id = uuid::Uuid::new_v4().simple().to_string();
-    let span = tracing::info_span!(
+    // A WARN-level span: enabled at the default `warn` filter, so the
+    // warnings a reconcile logs (plugin errors, apply failures, collisions)
+    // carry the controller and the object's identity. An info span would be
+    // filtered out with them and leave those warnings anonymous.
+    let span = tracing::warn_span!(
         "reconcile",
         controller = %ctl.name,
         namespace = key.namespace.as_deref().unwrap_or(""),

@@ -5,12 +5,21 @@
 //! The API server runs as a child process (this binary re-executed with
 //! `serve-apiserver`) so the RSS measured in this process is the host's share
 //! (manager, caches, wasm runtime; plus the bench's own small client).
-//! API requests are read from the server's request log over its admin path.
+//! API requests are counted from the server's request log by the child itself,
+//! which answers `summary` / `clear` lines on its stdin with one JSON line, so
+//! the log (tens of thousands of records) is never copied into this process.
+//!
+//! Memory: the peak is the kernel's high-water mark (`VmHWM`, reset through
+//! `/proc/self/clear_refs` just before the manager starts) and, as a cross
+//! check, the largest `VmRSS` sampled every 20 ms. The bench's own work in
+//! this process is kept small so that it does not count as the host's: parents
+//! are created without keeping the responses, and the readiness polls and the
+//! JSON-size measurement read lists in pages, decoding only what they need.
 //!
 //!     cargo run --release -p wr-tests --bin engine_bench -- 1000 10000
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -19,8 +28,9 @@ use anyhow::{Context, Result, bail};
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use kube::{Client, CustomResourceExt};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wr_apiserver::RequestRecord;
+use std::collections::BTreeMap;
 use wr_engine::{Manager, ManagerOptions, WasmController};
 use wr_tests::cluster::install_crd;
 use wr_tests::plugins::{plugin_path, workspace_root};
@@ -28,6 +38,8 @@ use wr_tests::plugins::{plugin_path, workspace_root};
 const NS: &str = "bench";
 /// Workers of the bench's static-site controller.
 const CONCURRENCY: u32 = 16;
+/// Objects per page of the bench's own lists.
+const PAGE: u32 = 500;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -53,8 +65,11 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// Child mode: the API server alone; prints its URL, stops when stdin closes.
+/// Child mode: the API server alone; prints its URL, answers `summary` and
+/// `clear` lines on stdin (one JSON line each on stdout), stops when stdin
+/// closes.
 async fn serve_apiserver() -> Result<()> {
+    use tokio::io::AsyncBufReadExt;
     let server = wr_apiserver::start(wr_apiserver::Config {
         fault_admin: true,
         watch_history: 200_000,
@@ -63,21 +78,63 @@ async fn serve_apiserver() -> Result<()> {
     .await?;
     println!("{}", server.url());
     std::io::stdout().flush()?;
-    tokio::task::spawn_blocking(|| {
-        let mut s = String::new();
-        while std::io::stdin()
-            .read_line(&mut s)
-            .map(|n| n > 0)
-            .unwrap_or(false)
-        {}
-    })
-    .await?;
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    while let Some(line) = lines.next_line().await? {
+        let reply = match line.trim() {
+            "summary" => serde_json::to_string(&LogSummary::of(&server.requests()))?,
+            "clear" => {
+                server.clear_requests();
+                "{}".to_string()
+            }
+            other => serde_json::to_string(&json!({"error": format!("unknown command {other}")}))?,
+        };
+        println!("{reply}");
+        std::io::stdout().flush()?;
+    }
     server.shutdown().await;
     Ok(())
 }
 
+/// What the bench needs from the API server's request log.
+#[derive(Serialize, Deserialize, Default)]
+struct LogSummary {
+    total: u64,
+    by_verb: BTreeMap<String, u64>,
+    /// "verb resource[/subresource]" of every write.
+    writes_by_kind: BTreeMap<String, u64>,
+}
+
+impl LogSummary {
+    fn of(log: &[wr_apiserver::RequestRecord]) -> Self {
+        let mut s = Self {
+            total: log.len() as u64,
+            ..Self::default()
+        };
+        for r in log {
+            *s.by_verb.entry(r.verb.clone()).or_default() += 1;
+            if r.is_write() {
+                let sub = r.subresource.as_deref().map(|x| format!("/{x}"));
+                *s.writes_by_kind
+                    .entry(format!(
+                        "{} {}{}",
+                        r.verb,
+                        r.resource,
+                        sub.unwrap_or_default()
+                    ))
+                    .or_default() += 1;
+            }
+        }
+        s
+    }
+
+    fn writes(&self) -> u64 {
+        self.writes_by_kind.values().sum()
+    }
+}
+
 struct ServerProc {
     child: Child,
+    out: BufReader<ChildStdout>,
     url: String,
 }
 
@@ -88,13 +145,35 @@ impl ServerProc {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()?;
-        let out = child.stdout.take().context("child stdout")?;
+        let mut out = BufReader::new(child.stdout.take().context("child stdout")?);
         let mut url = String::new();
-        BufReader::new(out).read_line(&mut url)?;
+        out.read_line(&mut url)?;
         Ok(Self {
             child,
+            out,
             url: url.trim().to_string(),
         })
+    }
+
+    /// Sends one command line to the child and reads its one-line answer
+    /// (blocking I/O of a few bytes; `block_in_place` keeps the runtime going).
+    fn command(&mut self, cmd: &str) -> Result<String> {
+        tokio::task::block_in_place(|| {
+            let stdin = self.child.stdin.as_mut().context("child stdin")?;
+            writeln!(stdin, "{cmd}")?;
+            stdin.flush()?;
+            let mut line = String::new();
+            self.out.read_line(&mut line)?;
+            Ok(line)
+        })
+    }
+
+    fn summary(&mut self) -> Result<LogSummary> {
+        Ok(serde_json::from_str(&self.command("summary")?)?)
+    }
+
+    fn clear_requests(&mut self) -> Result<()> {
+        self.command("clear").map(drop)
     }
 
     fn peak_rss_kib(&self) -> u64 {
@@ -123,6 +202,24 @@ fn proc_status_kib(path: &str, field: &str) -> u64 {
 
 fn rss_kib() -> u64 {
     proc_status_kib("/proc/self/status", "VmRSS:")
+}
+
+fn hwm_kib() -> u64 {
+    proc_status_kib("/proc/self/status", "VmHWM:")
+}
+
+/// Resets this process's `VmHWM` to its current RSS (Linux `clear_refs` 5);
+/// false when the kernel refuses, and then the sampled peak is the figure.
+fn reset_hwm() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// The 1-minute load average, from `/proc/loadavg`.
+fn load1() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(-1.0)
 }
 
 /// Samples this process's RSS every 20 ms while alive; keeps the maximum.
@@ -159,20 +256,6 @@ impl RssSampler {
     }
 }
 
-async fn admin(client: &Client, method: &str, what: &str) -> Result<String> {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(format!("/_wr/admin/{what}"))
-        .body(Vec::new())?;
-    Ok(client.request_text(req).await?)
-}
-
-async fn requests(client: &Client) -> Result<Vec<RequestRecord>> {
-    Ok(serde_json::from_str(
-        &admin(client, "GET", "requests").await?,
-    )?)
-}
-
 fn site_ar() -> ApiResource {
     ApiResource {
         group: "examples.wasm-reconciler.dev".into(),
@@ -183,23 +266,183 @@ fn site_ar() -> ApiResource {
     }
 }
 
-/// Parents Ready for their current generation.
-fn ready_count(list: &[DynamicObject]) -> usize {
-    list.iter()
-        .filter(|p| {
-            let generation = p.metadata.generation;
-            p.data
-                .pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .is_some_and(|cs| {
-                    cs.iter().any(|c| {
-                        c["type"] == "Ready"
-                            && c["status"] == "True"
-                            && c["observedGeneration"].as_i64() == generation
-                    })
-                })
+#[derive(Deserialize)]
+struct Page<T> {
+    metadata: PageMeta,
+    items: Vec<T>,
+}
+
+#[derive(Deserialize)]
+struct PageMeta {
+    #[serde(rename = "continue", default)]
+    continue_: Option<String>,
+}
+
+/// Just what readiness needs from a parent.
+#[derive(Deserialize)]
+struct ReadyItem {
+    metadata: ReadyMeta,
+    #[serde(default)]
+    status: Option<ReadyStatus>,
+}
+
+#[derive(Deserialize)]
+struct ReadyMeta {
+    generation: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct ReadyStatus {
+    #[serde(default)]
+    conditions: Vec<ReadyCondition>,
+}
+
+#[derive(Deserialize)]
+struct ReadyCondition {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+    #[serde(rename = "observedGeneration")]
+    observed_generation: Option<i64>,
+}
+
+impl ReadyItem {
+    /// Ready for its current generation.
+    fn ready(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == "Ready"
+                    && c.status == "True"
+                    && c.observed_generation == self.metadata.generation
+            })
         })
-        .count()
+    }
+}
+
+/// Parents Ready for their current generation, and the list requests made
+/// (pages of [`PAGE`], decoded into [`ReadyItem`]s only).
+async fn ready_count(client: &Client) -> Result<(usize, u64)> {
+    let base = format!(
+        "/apis/examples.wasm-reconciler.dev/v1alpha1/namespaces/{NS}/staticsites?limit={PAGE}"
+    );
+    let (mut ready, mut requests) = (0usize, 0u64);
+    let mut cont: Option<String> = None;
+    loop {
+        let uri = match &cont {
+            Some(c) => format!("{base}&continue={c}"),
+            None => base.clone(),
+        };
+        let page: Page<ReadyItem> = client
+            .request(http::Request::get(uri).body(Vec::new())?)
+            .await?;
+        requests += 1;
+        ready += page.items.iter().filter(|p| p.ready()).count();
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => cont = Some(c),
+            None => return Ok((ready, requests)),
+        }
+    }
+}
+
+/// Count and JSON size (compact, as `DynamicObject`) of every object of `ar`,
+/// with and without `managedFields`, read in pages; and the pages read.
+async fn json_size(client: &Client, ar: &ApiResource) -> Result<(usize, usize, usize, u64)> {
+    let api = Api::<DynamicObject>::all_with(client.clone(), ar);
+    let (mut count, mut full, mut stripped, mut pages) = (0, 0, 0, 0u64);
+    let mut cont: Option<String> = None;
+    loop {
+        let mut lp = ListParams::default().limit(PAGE);
+        if let Some(c) = &cont {
+            lp = lp.continue_token(c);
+        }
+        let list = api.list(&lp).await?;
+        pages += 1;
+        for mut o in list.items {
+            count += 1;
+            full += serde_json::to_vec(&o)?.len();
+            o.metadata.managed_fields = None;
+            stripped += serde_json::to_vec(&o)?.len();
+        }
+        match list.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => cont = Some(c),
+            None => return Ok((count, full, stripped, pages)),
+        }
+    }
+}
+
+/// Average cost of the engine cache's representation for one object: encode
+/// to compact JSON (without `managedFields`) when a watch event arrives, and
+/// decode back to a `DynamicObject` on every read. Returns (bytes, encode µs,
+/// decode µs), the best of several batches.
+fn codec_cost(obj: &DynamicObject) -> Result<(usize, f64, f64)> {
+    // Best of several short batches: this machine is shared, and a batch that
+    // was preempted says nothing about the code.
+    const BATCHES: u32 = 10;
+    const ROUNDS: u32 = 200;
+    let mut o = obj.clone();
+    o.metadata.managed_fields = None;
+    let bytes = serde_json::to_vec(&o)?;
+    let (mut encode, mut decode) = (f64::MAX, f64::MAX);
+    for _ in 0..BATCHES {
+        let t = Instant::now();
+        for _ in 0..ROUNDS {
+            std::hint::black_box(serde_json::to_vec(std::hint::black_box(&o))?);
+        }
+        encode = encode.min(t.elapsed().as_secs_f64() * 1e6 / f64::from(ROUNDS));
+        let t = Instant::now();
+        for _ in 0..ROUNDS {
+            std::hint::black_box(serde_json::from_slice::<DynamicObject>(
+                std::hint::black_box(&bytes),
+            )?);
+        }
+        decode = decode.min(t.elapsed().as_secs_f64() * 1e6 / f64::from(ROUNDS));
+    }
+    Ok((bytes.len(), encode, decode))
+}
+
+/// [`codec_cost`] of one object of each cached kind in the bench namespace,
+/// and the decode time of one reconcile's reads (parent + 3 children).
+async fn codec_costs(client: &Client) -> Result<Value> {
+    let mut out = serde_json::Map::new();
+    let mut per_reconcile = 0.0;
+    for (g, v, k, p) in [
+        (
+            "examples.wasm-reconciler.dev",
+            "v1alpha1",
+            "StaticSite",
+            "staticsites",
+        ),
+        ("apps", "v1", "Deployment", "deployments"),
+        ("", "v1", "Service", "services"),
+        ("", "v1", "ConfigMap", "configmaps"),
+    ] {
+        let ar = ApiResource {
+            group: g.into(),
+            version: v.into(),
+            api_version: if g.is_empty() {
+                v.into()
+            } else {
+                format!("{g}/{v}")
+            },
+            kind: k.into(),
+            plural: p.into(),
+        };
+        let list = Api::<DynamicObject>::namespaced_with(client.clone(), NS, &ar)
+            .list(&ListParams::default().limit(1))
+            .await?;
+        let obj = list.items.first().context("no object to measure")?;
+        let (bytes, encode, decode) = codec_cost(obj)?;
+        per_reconcile += decode;
+        out.insert(
+            k.into(),
+            json!({"bytes": bytes, "encode_us": round(encode), "decode_us": round(decode)}),
+        );
+    }
+    out.insert(
+        "decode_per_reconcile_us".into(),
+        json!(round(per_reconcile)),
+    );
+    Ok(Value::Object(out))
 }
 
 fn start_manager(
@@ -225,7 +468,7 @@ fn start_manager(
 }
 
 async fn run(n: usize, wasm: &std::path::Path) -> Result<Value> {
-    let server = ServerProc::start()?;
+    let mut server = ServerProc::start()?;
     let client = Client::try_from(kube::Config::new(server.url.parse()?))?;
     let engine_client = Client::try_from(wr_engine::engine_config(kube::Config::new(
         server.url.parse()?,
@@ -244,7 +487,8 @@ async fn run(n: usize, wasm: &std::path::Path) -> Result<Value> {
     // Parents first, controller second: the timed phase is the engine's.
     let sites: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &site_ar());
     let t = Instant::now();
-    let results: Vec<Result<DynamicObject, kube::Error>> = futures::stream::iter(0..n)
+    // Responses are dropped as they arrive: only errors are kept.
+    let results: Vec<Result<(), kube::Error>> = futures::stream::iter(0..n)
         .map(|i| {
             let sites = sites.clone();
             async move {
@@ -255,7 +499,7 @@ async fn run(n: usize, wasm: &std::path::Path) -> Result<Value> {
                              "content": {"index.html": format!("<h1>site {i}</h1>")}}
                 }))
                 .map_err(kube::Error::SerdeError)?;
-                sites.create(&PostParams::default(), &obj).await
+                sites.create(&PostParams::default(), &obj).await.map(drop)
             }
         })
         .buffer_unordered(32)
@@ -269,8 +513,10 @@ async fn run(n: usize, wasm: &std::path::Path) -> Result<Value> {
     let rt = wr_runtime::PluginRuntime::new(wr_runtime::RuntimeConfig::default())
         .map_err(|e| anyhow::anyhow!("runtime: {e}"))?;
     let loader = wr_engine::wasm::WasmLoader::new(rt);
-    admin(&client, "DELETE", "requests").await?;
+    server.clear_requests()?;
+    let load_start = load1();
     let rss_before = rss_kib();
+    let hwm_reset = reset_hwm();
     let sampler = RssSampler::start();
 
     let wc: DynamicObject = serde_json::from_value(json!({
@@ -295,9 +541,9 @@ async fn run(n: usize, wasm: &std::path::Path) -> Result<Value> {
     let mut polls = 0u64;
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        polls += 1;
-        let list = sites.list(&ListParams::default()).await?;
-        if ready_count(&list.items) == n {
+        let (ready, requests) = ready_count(&client).await?;
+        polls += requests;
+        if ready == n {
             break;
         }
         if t.elapsed() > Duration::from_secs(1800) {
@@ -306,20 +552,19 @@ async fn run(n: usize, wasm: &std::path::Path) -> Result<Value> {
     }
     let converge_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let peak_rss = sampler.finish();
-    let log = requests(&client).await?;
-    // The bench's own requests: one WasmController create and `polls` lists.
-    let engine_requests = log.len() as u64 - polls - 1;
-    let mut by_verb = std::collections::BTreeMap::<String, u64>::new();
-    for r in &log {
-        *by_verb.entry(r.verb.clone()).or_default() += 1;
-    }
+    let sampled_peak = sampler.finish();
+    let hwm = hwm_kib();
+    let peak_rss = sampled_peak.max(if hwm_reset { hwm } else { 0 });
+    let rss_converged = rss_kib();
+    let log = server.summary()?;
+    // The bench's own requests: one WasmController create and `polls` list pages.
+    let engine_requests = log.total - polls - 1;
+    let mut by_verb = log.by_verb.clone();
     *by_verb.entry("list".into()).or_default() -= polls;
     *by_verb.entry("create".into()).or_default() -= 1;
 
     // JSON size of what the engine caches: parents, children, WasmControllers.
-    let mut json_bytes = 0usize;
-    let mut cached = 0usize;
+    let (mut json_bytes, mut json_stripped, mut cached, mut size_pages) = (0, 0, 0, 0);
     for (g, v, k, p) in [
         (
             "examples.wasm-reconciler.dev",
@@ -348,35 +593,36 @@ async fn run(n: usize, wasm: &std::path::Path) -> Result<Value> {
             kind: k.into(),
             plural: p.into(),
         };
-        let list = Api::<DynamicObject>::all_with(client.clone(), &ar)
-            .list(&ListParams::default())
-            .await?;
-        cached += list.items.len();
-        for o in &list.items {
-            json_bytes += serde_json::to_vec(o)?.len();
-        }
+        let (c, full, stripped, pages) = json_size(&client, &ar).await?;
+        cached += c;
+        json_bytes += full;
+        json_stripped += stripped;
+        size_pages += pages;
     }
 
     // "All Ready" can precede the last status updates (the plugin's Available
     // condition follows the Deployment it observes one reconcile later): wait
     // until the engine stops writing before calling the parents converged.
-    let mut last = requests(&client).await?.len();
+    let mut last = server.summary()?.total;
     loop {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let now = requests(&client).await?.len();
+        let now = server.summary()?.total;
         if now == last {
             break;
         }
         last = now;
     }
     let quiet_secs = t.elapsed().as_secs_f64();
-    // Minus the bench's 5 lists of the JSON-size measurement.
-    let settle_requests = (last as u64).saturating_sub(log.len() as u64 + 5);
+    let rss_quiet = rss_kib();
+    // Minus the bench's list pages of the JSON-size measurement.
+    let settle_requests = last.saturating_sub(log.total + size_pages);
+    let hwm_converged = hwm_kib();
+    let codec = codec_costs(&client).await?;
 
     // Full resync: a fresh manager re-reconciles every converged parent.
     let _ = stop.send(());
     let _ = task.await;
-    admin(&client, "DELETE", "requests").await?;
+    server.clear_requests()?;
     let t = Instant::now();
     let (task, stop, handle) = start_manager(&engine_client, &loader);
     loop {
@@ -393,24 +639,12 @@ async fn run(n: usize, wasm: &std::path::Path) -> Result<Value> {
     let resync_secs = t.elapsed().as_secs_f64();
     // Let in-flight reconciles of the last parents finish before counting.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let resync_log = requests(&client).await?;
-    let resync_writes: Vec<&RequestRecord> = resync_log.iter().filter(|r| r.is_write()).collect();
-    let mut resync_write_kinds = std::collections::BTreeMap::<String, u64>::new();
-    for r in &resync_writes {
-        *resync_write_kinds
-            .entry(format!(
-                "{} {}{}",
-                r.verb,
-                r.resource,
-                r.subresource
-                    .as_deref()
-                    .map(|s| format!("/{s}"))
-                    .unwrap_or_default()
-            ))
-            .or_default() += 1;
-    }
+    let resync_log = server.summary()?;
     let _ = stop.send(());
     let _ = task.await;
+    let rss_after_resync = rss_kib();
+    let hwm_end = hwm_kib();
+    let load_end = load1();
 
     Ok(json!({
         "parents": n,
@@ -422,18 +656,29 @@ async fn run(n: usize, wasm: &std::path::Path) -> Result<Value> {
         "engine_requests_by_verb": by_verb,
         "host_rss_before_kib": rss_before,
         "host_peak_rss_kib": peak_rss,
+        "host_peak_rss_sampled_kib": sampled_peak,
+        "host_vmhwm_until_ready_kib": if hwm_reset { Some(hwm) } else { None },
+        "host_vmhwm_until_quiet_kib": if hwm_reset { Some(hwm_converged) } else { None },
+        "host_vmhwm_incl_resync_kib": if hwm_reset { Some(hwm_end) } else { None },
+        "host_rss_at_ready_kib": rss_converged,
+        "host_rss_quiet_kib": rss_quiet,
+        "host_rss_after_resync_kib": rss_after_resync,
         "host_rss_growth_kib": peak_rss.saturating_sub(rss_before),
         "apiserver_peak_rss_kib": server.peak_rss_kib(),
         "cached_objects": cached,
         "cached_json_kib": json_bytes / 1024,
+        "cached_json_without_managed_fields_kib": json_stripped / 1024,
         "peak_rss_over_json": round(peak_rss as f64 * 1024.0 / json_bytes as f64),
         "rss_growth_over_json": round(peak_rss.saturating_sub(rss_before) as f64 * 1024.0 / json_bytes as f64),
+        "quiet_rss_over_json": round(rss_quiet as f64 * 1024.0 / json_bytes as f64),
+        "load_avg_1m_start_end": [load_start, load_end],
+        "cache_codec": codec,
         "settle_after_ready_secs": round(quiet_secs),
         "settle_requests": settle_requests,
         "resync_secs": round(resync_secs),
-        "resync_api_requests": resync_log.len(),
-        "resync_writes": resync_writes.len(),
-        "resync_writes_by_kind": resync_write_kinds,
+        "resync_api_requests": resync_log.total,
+        "resync_writes": resync_log.writes(),
+        "resync_writes_by_kind": resync_log.writes_by_kind,
     }))
 }
 
