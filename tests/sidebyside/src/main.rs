@@ -1,4 +1,172 @@
-//! Side-by-side benchmark (issue 9): see README.
-fn main() -> anyhow::Result<()> {
-    anyhow::bail!("sidebyside: not built yet")
+//! Side-by-side benchmark (issue 9): the same static-site reconcile logic run
+//! three ways against the embedded API server — as the WASM component in the
+//! host, as a native kube-runtime controller, and as an HTTP webhook called
+//! by the host — plus the API server's raw write rate for the same objects.
+//!
+//!     cargo run --release -p sidebyside -- --sizes 1000,10000 --out docs/bench/
+//!
+//! Every party is its own process (this binary re-executed with a
+//! subcommand): the API server, each controller, the hook. So CPU seconds
+//! and peak RSS are per variant. Writes `sidebyside.json`, `sidebyside.md`
+//! and `sidebyside.svg` into `--out`.
+
+mod apitime;
+mod bench;
+mod breakdown;
+mod client;
+mod hook;
+mod hosted;
+mod logic;
+mod native;
+mod procs;
+mod report;
+mod reqlog;
+mod samples;
+mod stats;
+mod svg;
+mod track;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "sidebyside",
+    about = "WASM plugin vs native controller vs webhook, side by side"
+)]
+struct Cli {
+    #[command(subcommand)]
+    child: Option<Child>,
+    /// Numbers of parents, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+    sizes: Vec<usize>,
+    /// Rounds per size; each round rotates the variant order.
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
+    /// Variants, comma-separated (wasm, native, webhook).
+    #[arg(long, value_delimiter = ',', default_value = "wasm,native,webhook")]
+    variants: Vec<String>,
+    /// Output directory.
+    #[arg(long, default_value = "docs/bench")]
+    out: PathBuf,
+    /// Component to run (default: build/locate plugins/static-site).
+    #[arg(long)]
+    wasm: Option<PathBuf>,
+    /// Only rewrite the Markdown and SVG of `--out` from its sidebyside.json.
+    #[arg(long)]
+    report_only: bool,
+}
+
+/// Child processes (internal).
+#[derive(Subcommand)]
+enum Child {
+    /// The embedded API server.
+    #[command(hide = true)]
+    ServeApiserver,
+    /// A controller variant.
+    #[command(hide = true)]
+    Controller {
+        /// wasm, native or webhook.
+        variant: String,
+        /// API server URL.
+        #[arg(long)]
+        api: String,
+        /// Hook URL (webhook).
+        #[arg(long)]
+        hook: Option<String>,
+        /// Compile cache directory of the plugin runtime (wasm).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+    },
+    /// The webhook server.
+    #[command(hide = true)]
+    Hook,
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    match cli.child {
+        Some(Child::ServeApiserver) => rt.block_on(serve_apiserver()),
+        Some(Child::Controller {
+            variant,
+            api,
+            hook,
+            cache,
+        }) => rt.block_on(async {
+            match variant.as_str() {
+                "native" => native::run(&api).await,
+                v => hosted::run(v, &api, hook.as_deref(), cache).await,
+            }
+        }),
+        Some(Child::Hook) => rt.block_on(hook::run()),
+        None if cli.report_only => {
+            let r: report::Results = serde_json::from_str(
+                &std::fs::read_to_string(cli.out.join("sidebyside.json"))
+                    .context("reading sidebyside.json")?,
+            )?;
+            report::write_outputs(&r, &cli.out)
+        }
+        None => {
+            let variants = cli
+                .variants
+                .iter()
+                .map(|v| bench::Variant::parse(v))
+                .collect::<Result<Vec<_>>>()?;
+            let wasm = match cli.wasm {
+                Some(p) => p,
+                None => wr_tests::plugins::plugin_path("static-site"),
+            };
+            std::fs::create_dir_all(&cli.out)
+                .with_context(|| format!("creating {}", cli.out.display()))?;
+            // The component is compiled once, here, into a disk cache that
+            // every wasm controller process then loads from (as `dev` and a
+            // restarted operator with a kept cache dir do): process start-up
+            // times do not include a compile.
+            let cache = std::env::temp_dir().join("sidebyside-compile-cache");
+            let rt_cfg = wr_runtime::RuntimeConfig {
+                cache_dir: Some(cache.clone()),
+                ..Default::default()
+            };
+            wr_runtime::PluginRuntime::new(rt_cfg)
+                .map_err(|e| anyhow::anyhow!("runtime: {e}"))?
+                .load(&std::fs::read(&wasm)?)
+                .map_err(|e| anyhow::anyhow!("compiling {}: {e}", wasm.display()))?;
+            rt.block_on(report::run_all(
+                &cli.sizes,
+                cli.rounds,
+                &variants,
+                &bench::Opts { wasm, cache },
+                &cli.out,
+            ))
+        }
+    }
+}
+
+/// Child mode: the API server alone; prints its URL, stops when stdin closes.
+async fn serve_apiserver() -> Result<()> {
+    let server = wr_apiserver::start(wr_apiserver::Config {
+        fault_admin: true,
+        watch_history: 200_000,
+        ..Default::default()
+    })
+    .await?;
+    procs::say(&server.url())?;
+    let mut commands = procs::stdin_commands();
+    while commands.recv().await.is_some() {
+        procs::say("{}")?;
+    }
+    server.shutdown().await;
+    Ok(())
 }
