@@ -296,7 +296,10 @@ async fn response_lost_after_commit_converges_without_duplicates() -> Result<()>
         .into_iter()
         .filter(|r| r.created() && r.fault.is_none())
         .count();
-    assert_eq!(created, 0, "retries found the committed objects: no second create");
+    assert_eq!(
+        created, 0,
+        "retries found the committed objects: no second create"
+    );
     Ok(())
 }
 

@@ -101,7 +101,11 @@ async fn idle_versions_are_bounded_and_versions_in_use_are_kept() {
     // Eviction runs at each load: the versions in use, the `kept` most recent
     // idle ones, and the one just loaded (idle only since it was dropped).
     let loaded = rt.loaded_digests();
-    assert_eq!(loaded.len(), 2 + kept + 1, "in use + the idle ones kept: {loaded:?}");
+    assert_eq!(
+        loaded.len(),
+        2 + kept + 1,
+        "in use + the idle ones kept: {loaded:?}"
+    );
     assert!(loaded.contains(&serving.digest().to_string()));
     assert!(loaded.contains(&previous.digest().to_string()));
 
@@ -114,6 +118,10 @@ async fn idle_versions_are_bounded_and_versions_in_use_are_kept() {
     let disk = rt.stats().disk_cache_hits;
     let old = rt.load(&variant(&bytes, 2)).unwrap();
     assert_eq!(rt.stats().disk_cache_hits, disk + 1);
-    assert_eq!(rt.stats().compiled, u64::from(2 + total), "never compiled twice");
+    assert_eq!(
+        rt.stats().compiled,
+        u64::from(2 + total),
+        "never compiled twice"
+    );
     assert!(old.digest().starts_with("sha256:"));
 }

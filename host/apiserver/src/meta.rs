@@ -257,7 +257,11 @@ mod tests {
         let causes = check_owner_references(&two);
         assert_eq!(causes.len(), 1);
         assert_eq!(causes[0].field, "metadata.ownerReferences");
-        assert!(causes[0].message.contains("{A a 1} and {B b 2}"), "{}", causes[0].message);
+        assert!(
+            causes[0].message.contains("{A a 1} and {B b 2}"),
+            "{}",
+            causes[0].message
+        );
     }
 
     #[test]

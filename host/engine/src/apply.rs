@@ -190,8 +190,11 @@ pub async fn create(
     let bytes = res.into_body().collect().await?.to_bytes();
     if code.is_client_error() || code.is_server_error() {
         let status = serde_json::from_slice::<kube::core::Status>(&bytes).unwrap_or_else(|_| {
-            kube::core::Status::failure(&String::from_utf8_lossy(&bytes), "Failed to parse error data")
-                .with_code(code.as_u16())
+            kube::core::Status::failure(
+                &String::from_utf8_lossy(&bytes),
+                "Failed to parse error data",
+            )
+            .with_code(code.as_u16())
         });
         return Err(kube::Error::Api(status.boxed()));
     }
