@@ -699,6 +699,23 @@ async fn write_status(
         let Some(new) = next_status(current, base.metadata.generation, &update, &now_rfc3339())
         else {
             ctl.remember_status(key, current);
+            // The pass judged a parent snapshot taken when it started. If the
+            // cache moved on meanwhile (typically the echo of this host's own
+            // earlier status write, which did not count as drift while the
+            // memory still matched it), "already right" may be wrong: run
+            // again on the newer state. Checked after `remember_status`, so an
+            // echo arriving later is judged against what was remembered here.
+            let latest = ctl.parent_cache.get(key);
+            if fresh.is_none()
+                && latest.as_ref().and_then(|p| p.data.get("status")) != current
+                && latest.is_some()
+            {
+                tracing::debug!(
+                    action = "recheck-status",
+                    "parent status changed during the pass; reconciling again"
+                );
+                ctl.queue.add(key.clone());
+            }
             return Ok(());
         };
         let restoring = ctl.status_seen.matches(key, current) == Some(false);
