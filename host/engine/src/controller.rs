@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use kube::api::{ApiResource, DynamicObject};
-use kube::core::{Selector, SelectorExt};
+use kube::core::Selector;
 use rand::Rng;
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -47,20 +47,7 @@ pub(crate) struct RelatedKind {
 
 impl RelatedKind {
     pub fn matches(&self, obj: &DynamicObject) -> bool {
-        if let Some(names) = &self.rule.names {
-            return obj
-                .metadata
-                .name
-                .as_ref()
-                .is_some_and(|n| names.contains(n));
-        }
-        match &self.selector {
-            Some(sel) => {
-                let empty = std::collections::BTreeMap::new();
-                sel.matches(obj.metadata.labels.as_ref().unwrap_or(&empty))
-            }
-            None => true,
-        }
+        crate::plan::related_matches(&self.rule, self.selector.as_ref(), obj)
     }
 }
 
@@ -323,17 +310,7 @@ pub(crate) async fn start(
             cache: caches.get(&r.ar),
         });
     }
-    let limits = spec.limits.clone().unwrap_or(crate::crd::Limits {
-        timeout_millis: None,
-        memory_mib: None,
-        fuel: None,
-    });
-    let call_limits = CallLimits {
-        timeout: Duration::from_millis(u64::from(limits.timeout_millis.unwrap_or(2000))),
-        max_memory_bytes: limits.memory_mib.unwrap_or(64) as usize * 1024 * 1024,
-        fuel: limits.fuel,
-        max_response_bytes: 4 * 1024 * 1024,
-    };
+    let call_limits = crate::plan::call_limits(spec);
     let field_manager = format!("wasm-reconciler/{name}");
     let ctl = Arc::new(Controller {
         name: name.to_string(),

@@ -1,9 +1,10 @@
-//! One module per subcommand.
+//! One module per subcommand, plus what several of them share.
 
 pub mod apiserver;
 pub mod crds;
 pub mod dev;
 pub mod plan;
+pub mod plugin_runtime;
 pub mod publish;
 pub mod rbac;
 pub mod render;

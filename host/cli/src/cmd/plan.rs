@@ -188,28 +188,11 @@ async fn client(args: &PlanArgs) -> anyhow::Result<kube::Client> {
 }
 
 fn runtime(args: &PlanArgs, target: &PlanTarget) -> anyhow::Result<PluginRuntime> {
-    let cache_dir = if args.no_cache {
-        None
-    } else {
-        args.cache_dir.clone().or_else(input::default_cache_dir)
-    };
-    let config = RuntimeConfig {
-        cache_dir,
+    super::plugin_runtime::create(RuntimeConfig {
+        cache_dir: super::plugin_runtime::cache_dir(args.no_cache, args.cache_dir.as_ref()),
         max_instances: target.concurrency.max(1) as u32,
         max_memory_bytes: target.limits.max_memory_bytes.max(1 << 20),
-    };
-    match PluginRuntime::new(config.clone()) {
-        Ok(rt) => Ok(rt),
-        Err(wr_runtime::RuntimeError::CacheDir { path, source }) => {
-            tracing::warn!(path = %path.display(), error = %source, "plugin cache unusable; compiling without it");
-            PluginRuntime::new(RuntimeConfig {
-                cache_dir: None,
-                ..config
-            })
-            .context("cannot create the plugin runtime")
-        }
-        Err(err) => Err(err).context("cannot create the plugin runtime"),
-    }
+    })
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 
 mod input;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -150,36 +150,11 @@ fn normalize_time(text: &str) -> anyhow::Result<String> {
 }
 
 fn make_runtime(args: &RenderArgs) -> anyhow::Result<PluginRuntime> {
-    let cache_dir = if args.no_cache {
-        None
-    } else {
-        args.cache_dir.clone().or_else(default_cache_dir)
-    };
-    let config = RuntimeConfig {
-        cache_dir: cache_dir.clone(),
+    super::plugin_runtime::create(RuntimeConfig {
+        cache_dir: super::plugin_runtime::cache_dir(args.no_cache, args.cache_dir.as_ref()),
         max_instances: 2,
         max_memory_bytes: args.max_memory_mib.saturating_mul(1 << 20).max(1 << 20),
-    };
-    match PluginRuntime::new(config.clone()) {
-        Ok(rt) => Ok(rt),
-        Err(wr_runtime::RuntimeError::CacheDir { path, source }) => {
-            tracing::warn!(path = %path.display(), error = %source, "plugin cache unusable; compiling without it");
-            PluginRuntime::new(RuntimeConfig {
-                cache_dir: None,
-                ..config
-            })
-            .context("cannot create the plugin runtime")
-        }
-        Err(err) => Err(err).context("cannot create the plugin runtime"),
-    }
-}
-
-fn default_cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))?;
-    Some(base.join("wasm-reconciler"))
+    })
 }
 
 #[cfg(test)]

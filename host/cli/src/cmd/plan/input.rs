@@ -1,7 +1,5 @@
 //! Parsing `plan`'s flags: `--config JSON|@FILE`, `--parent NS/NAME`, `--now`.
 
-use std::path::{Path, PathBuf};
-
 use anyhow::{Context, bail};
 use serde_json::Value;
 use wr_engine::queue::ObjectKey;
@@ -64,15 +62,6 @@ pub fn now(arg: Option<&str>) -> anyhow::Result<String> {
         None => chrono::Utc::now(),
     };
     Ok(t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-}
-
-/// The precompiled-plugin cache `render` uses too.
-pub fn default_cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))?;
-    Some(base.join("wasm-reconciler"))
 }
 
 #[cfg(test)]
