@@ -17,17 +17,10 @@ use wr_tests::plugins::{plugin_path, workspace_root};
 const SITES: &[&str] = &["alpha", "beta", "gamma"];
 
 fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.into()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    }
+    ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(group, version, kind),
+        plural,
+    )
 }
 
 fn site_ar() -> ApiResource {

@@ -416,17 +416,7 @@ async fn codec_costs(client: &Client) -> Result<Value> {
         ("", "v1", "Service", "services"),
         ("", "v1", "ConfigMap", "configmaps"),
     ] {
-        let ar = ApiResource {
-            group: g.into(),
-            version: v.into(),
-            api_version: if g.is_empty() {
-                v.into()
-            } else {
-                format!("{g}/{v}")
-            },
-            kind: k.into(),
-            plural: p.into(),
-        };
+        let ar = ApiResource::from_gvk_with_plural(&kube::api::GroupVersionKind::gvk(g, v, k), p);
         let list = Api::<DynamicObject>::namespaced_with(client.clone(), NS, &ar)
             .list(&ListParams::default().limit(1))
             .await?;
