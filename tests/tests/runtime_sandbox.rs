@@ -258,3 +258,46 @@ async fn concurrent_calls_share_one_plugin() {
         t.await.unwrap();
     }
 }
+
+/// A plugin that loops does not hold the executor thread: on a single-threaded
+/// tokio runtime another task keeps running while the loop burns its budget
+/// (the call yields at every epoch tick), and the loop is still stopped as a
+/// timeout. Before cooperative yielding the other task could not run at all
+/// until the call ended.
+#[tokio::test(flavor = "current_thread")]
+async fn a_looping_plugin_does_not_starve_other_tasks() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    let rt = runtime();
+    let bad = rt.load(&plugin_bytes("adversarial")).unwrap();
+    let ticks = Arc::new(AtomicU32::new(0));
+    let ticker = {
+        let ticks = Arc::clone(&ticks);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                ticks.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    // Let the ticker start.
+    tokio::task::yield_now().await;
+    let looping = CallLimits {
+        timeout: Duration::from_secs(1),
+        ..limits()
+    };
+    let (kind, _) = fault_kind(
+        bad.reconcile(&request(json!({"mode": "loop"})), &looping)
+            .await,
+    );
+    let during = ticks.load(Ordering::Relaxed);
+    ticker.abort();
+    assert_eq!(kind, FaultKind::Timeout);
+    // ~100 ticks of 10 ms fit in the 1 s budget; 0 or 1 would mean the loop
+    // held the thread. 5 leaves room for a heavily loaded machine.
+    assert!(
+        during >= 5,
+        "the other task ran only {during} times during a 1 s looping call"
+    );
+}

@@ -2,11 +2,10 @@
 
 use std::time::{Duration, Instant};
 
-use wasmtime::{Store, Trap};
+use wasmtime::{Store, Trap, UpdateDeadline};
 
 use crate::CallLimits;
 use crate::bindings::{self, ReconcilerPre};
-use crate::engine::deadline_ticks;
 use crate::error::{CallError, FaultKind};
 use crate::sandbox::{self, HostState};
 use crate::types::{ReconcileRequest, ReconcileResponse};
@@ -35,8 +34,25 @@ pub(crate) async fn run(
     let started = Instant::now();
     let mut store = Store::new(pre.engine(), HostState::new(memory_cap));
     store.limiter(|state| state);
-    store.set_epoch_deadline(deadline_ticks(limits.timeout));
-    store.epoch_deadline_trap();
+    // Cooperative time slicing: at every epoch tick (5 ms) a running plugin
+    // yields to the tokio scheduler, and past its wall-clock budget it is
+    // interrupted (`Trap::Interrupt` → `FaultKind::Timeout`). Without the
+    // yield a plugin that loops would hold a tokio worker thread for its whole
+    // timeout, and two of them would stall every watch, API call and lease
+    // renewal of the host on a 2-core machine (found by the chaos suite's
+    // hostile controller). Calls shorter than a tick never reach the callback.
+    let deadline = started + limits.timeout;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if Instant::now() >= deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(tokio::task::yield_now()),
+            ))
+        }
+    });
     // A budget is only given on the fuel-metered engine (see `lane`); if it
     // ever reached a plain engine, `set_fuel` fails and the call is refused
     // rather than run unmetered.

@@ -144,27 +144,9 @@ impl Drop for EpochTicker {
     }
 }
 
-/// Number of epoch ticks that covers `timeout` (at least 1, rounded up, plus
-/// one because the current tick may be almost over).
-pub(crate) fn deadline_ticks(timeout: Duration) -> u64 {
-    let tick = EPOCH_TICK.as_nanos().max(1);
-    let ticks = timeout.as_nanos().div_ceil(tick);
-    u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn deadline_rounds_up() {
-        assert_eq!(deadline_ticks(Duration::ZERO), 1);
-        assert_eq!(deadline_ticks(EPOCH_TICK), 2);
-        assert_eq!(
-            deadline_ticks(EPOCH_TICK * 10 + Duration::from_nanos(1)),
-            12
-        );
-    }
 
     #[test]
     fn cache_key_depends_on_engine_config() {
