@@ -536,7 +536,9 @@ async fn zstd_and_gzip_versions_load_and_zstd_bombs_and_broken_streams_are_refus
     env.start_manager();
     env.create_widget("ns1", "w1", json!({"value": "0"}))
         .await?;
-    still_serving(&env, &v1, "w1", "0").await?;
+    // A new value: the same one would be a no-op patch, and if the first
+    // reconcile already ran, no call would follow it.
+    still_serving(&env, &v1, "w1", "initial").await?;
 
     // publish stores v2 zstd-compressed; the host decodes it and serves v2.
     let cms = publish(&env, "ns1", "plugin", &wasm_like("v2")).await?;
@@ -631,7 +633,9 @@ async fn a_manifest_applied_before_its_chunks_is_refused_until_they_arrive() -> 
     env.start_manager();
     env.create_widget("ns1", "w1", json!({"value": "0"}))
         .await?;
-    still_serving(&env, &v1, "w1", "0").await?;
+    // A new value: the same one would be a no-op patch, and if the first
+    // reconcile already ran, no call would follow it.
+    still_serving(&env, &v1, "w1", "initial").await?;
 
     let cms = wr_engine::chunked::to_configmaps(
         &big,
