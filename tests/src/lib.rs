@@ -1,4 +1,5 @@
 //! Shared helpers for the end-to-end tests.
+pub mod bench;
 pub mod cluster;
 pub mod languages;
 pub mod plugins;

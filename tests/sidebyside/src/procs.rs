@@ -10,6 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use anyhow::{Context, Result, bail};
+use wr_tests::bench::status_kib;
 
 /// A running child process.
 pub struct Proc {
@@ -70,7 +71,7 @@ impl Proc {
 
     /// Peak RSS (VmHWM) in KiB since start or the last [`Proc::reset_peak`].
     pub fn peak_rss_kib(&self) -> u64 {
-        status_kib(self.pid(), "VmHWM:")
+        status_kib(Some(self.pid()), "VmHWM:")
     }
 
     /// Resets VmHWM to the current RSS (`echo 5 > /proc/pid/clear_refs`), so
@@ -125,19 +126,6 @@ pub fn cpu_secs(pid: u32) -> f64 {
         .map_or(0.0, |t| t as f64 / clk_tck())
 }
 
-/// A `Vm*:` field of `/proc/<pid>/status` in KiB.
-pub fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// Child side: reads command lines from stdin on a blocking thread and hands
 /// them to the async side; the channel closes when stdin does.
 pub fn stdin_commands() -> tokio::sync::mpsc::UnboundedReceiver<String> {
@@ -176,7 +164,7 @@ mod tests {
     #[test]
     fn own_process_is_readable() {
         let pid = std::process::id();
-        assert!(status_kib(pid, "VmRSS:") > 0);
+        assert!(status_kib(Some(pid), "VmRSS:") > 0);
         assert!(cpu_secs(pid) >= 0.0);
     }
 }

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use wr_engine::{Manager, ManagerOptions, WasmController};
+use wr_tests::bench::{hwm_kib, rss_kib, static_site_ar, status_kib};
 use wr_tests::cluster::install_crd;
 use wr_tests::plugins::{plugin_path, workspace_root};
 
@@ -177,7 +178,7 @@ impl ServerProc {
     }
 
     fn peak_rss_kib(&self) -> u64 {
-        proc_status_kib(&format!("/proc/{}/status", self.child.id()), "VmHWM:")
+        status_kib(Some(self.child.id()), "VmHWM:")
     }
 }
 
@@ -186,26 +187,6 @@ impl Drop for ServerProc {
         drop(self.child.stdin.take());
         let _ = self.child.wait();
     }
-}
-
-fn proc_status_kib(path: &str, field: &str) -> u64 {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn rss_kib() -> u64 {
-    proc_status_kib("/proc/self/status", "VmRSS:")
-}
-
-fn hwm_kib() -> u64 {
-    proc_status_kib("/proc/self/status", "VmHWM:")
 }
 
 /// Resets this process's `VmHWM` to its current RSS (Linux `clear_refs` 5);
@@ -253,16 +234,6 @@ impl RssSampler {
             let _ = t.join();
         }
         self.max.load(Ordering::Relaxed)
-    }
-}
-
-fn site_ar() -> ApiResource {
-    ApiResource {
-        group: "examples.wasm-reconciler.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "examples.wasm-reconciler.dev/v1alpha1".into(),
-        kind: "StaticSite".into(),
-        plural: "staticsites".into(),
     }
 }
 
@@ -475,7 +446,7 @@ async fn run(n: usize, wasm: &std::path::Path) -> Result<Value> {
         .await?;
 
     // Parents first, controller second: the timed phase is the engine's.
-    let sites: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &site_ar());
+    let sites: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &static_site_ar());
     let t = Instant::now();
     // Responses are dropped as they arrive: only errors are kept.
     let results: Vec<Result<(), kube::Error>> = futures::stream::iter(0..n)

@@ -49,6 +49,7 @@ use wr_engine::{
     WasmController,
 };
 use wr_runtime::{CallLimits, PluginRuntime, ReconcileRequest, RuntimeConfig};
+use wr_tests::bench::{hwm_kib, rss_kib, static_site_ar};
 use wr_tests::cluster::install_crd;
 use wr_tests::plugins::{plugin_bytes, workspace_root};
 
@@ -345,7 +346,7 @@ impl Observer {
             let client = Client::try_from(kube::Config::new(url.parse()?))?;
             anyhow::Ok((
                 Api::<WasmController>::all(client.clone()),
-                Api::namespaced_with(client, NS, &site_ar()),
+                Api::namespaced_with(client, NS, &static_site_ar()),
             ))
         })?;
         Ok(Self { rt, wcs, sites })
@@ -365,32 +366,6 @@ impl Observer {
         self.rt
             .spawn(async move { until_all_on(&sites, n, &domain, t0).await })
             .await?
-    }
-}
-
-fn proc_status_kib(path: &str, field: &str) -> u64 {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn rss_kib() -> u64 {
-    proc_status_kib("/proc/self/status", "VmRSS:")
-}
-
-fn site_ar() -> ApiResource {
-    ApiResource {
-        group: "examples.wasm-reconciler.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "examples.wasm-reconciler.dev/v1alpha1".into(),
-        kind: "StaticSite".into(),
-        plural: "staticsites".into(),
     }
 }
 
@@ -537,7 +512,7 @@ async fn live(
             )
             .await?;
     }
-    let sites: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &site_ar());
+    let sites: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &static_site_ar());
     let results: Vec<Result<DynamicObject, kube::Error>> = futures::stream::iter(0..parents)
         .map(|i| {
             let sites = sites.clone();
@@ -824,6 +799,6 @@ async fn rss_child(n: usize, component: Option<PathBuf>) -> Result<Value> {
         "compiled": stats.compiled,
         "rss_runtime_only_kib": before,
         "rss_loaded_kib": after,
-        "peak_rss_kib": proc_status_kib("/proc/self/status", "VmHWM:"),
+        "peak_rss_kib": hwm_kib(),
     }))
 }
