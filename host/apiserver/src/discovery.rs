@@ -1,21 +1,18 @@
 //! Discovery documents (`/version`, `/api`, `/apis`, group and
-//! group-version resource lists) and the minimal OpenAPI v3 documents kubectl
-//! needs: its validation checks each PATCH operation for a `fieldValidation`
-//! parameter (`x-kubernetes-group-version-kind` tags the operation), and
-//! client-side apply looks schemas up in `components.schemas`.
+//! group-version resource lists). OpenAPI documents are in [`crate::openapi`].
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::resources::{Registry, ResourceDef};
+use crate::version::{KUBERNETES_MINOR, KUBERNETES_VERSION};
 
 pub fn version() -> Value {
     json!({
         "major": "1",
-        "minor": "33",
-        "gitVersion": "v1.33.0-wasm-reconciler",
+        "minor": KUBERNETES_MINOR,
+        "gitVersion": KUBERNETES_VERSION,
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z",
@@ -63,24 +60,13 @@ pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
     Some(doc)
 }
 
-const VERBS: [&str; 8] = [
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
-
 fn resource_entries(d: &ResourceDef) -> Vec<Value> {
     let mut main = json!({
         "name": d.resource,
         "singularName": d.singular,
         "namespaced": d.namespaced,
         "kind": d.kind,
-        "verbs": VERBS,
+        "verbs": d.verbs,
     });
     if !d.short_names.is_empty() {
         main["shortNames"] = json!(d.short_names);
@@ -95,6 +81,13 @@ fn resource_entries(d: &ResourceDef) -> Vec<Value> {
             "namespaced": d.namespaced, "kind": d.kind, "verbs": ["get", "patch", "update"]}),
         );
     }
+    if d.scale.is_some() {
+        out.push(
+            json!({"name": format!("{}/scale", d.resource), "singularName": "",
+            "namespaced": d.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale",
+            "verbs": ["get", "patch", "update"]}),
+        );
+    }
     for sub in &d.extra_subresources {
         out.push(
             json!({"name": format!("{}/{sub}", d.resource), "singularName": "",
@@ -105,7 +98,7 @@ fn resource_entries(d: &ResourceDef) -> Vec<Value> {
 }
 
 /// The resources served at one group version, or None when there are none.
-fn served(reg: &Registry, group: &str, version: &str) -> Option<Vec<Arc<ResourceDef>>> {
+pub(crate) fn served(reg: &Registry, group: &str, version: &str) -> Option<Vec<Arc<ResourceDef>>> {
     let defs: Vec<_> = reg
         .all()
         .into_iter()
@@ -122,100 +115,12 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
     } else {
         format!("{group}/{version}")
     };
-    let resources: Vec<Value> = defs.iter().flat_map(|d| resource_entries(d)).collect();
+    let mut resources: Vec<Value> = defs.iter().flat_map(|d| resource_entries(d)).collect();
+    // kube-apiserver lists resources (and their subresources) by name.
+    resources.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     Some(
         json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
     )
-}
-
-/// The OpenAPI v3 document of one group version.
-pub fn openapi_gv(reg: &Registry, group: &str, version: &str) -> Option<Value> {
-    let defs = served(reg, group, version)?;
-    let prefix = if group.is_empty() {
-        format!("/api/{version}")
-    } else {
-        format!("/apis/{group}/{version}")
-    };
-    let mut paths = serde_json::Map::new();
-    let mut schemas = serde_json::Map::new();
-    for d in defs {
-        let gvk = json!({"group": group, "version": version, "kind": d.kind});
-        let op = |action: &str| {
-            json!({
-                "operationId": format!("{action}{}", d.kind),
-                "x-kubernetes-action": action,
-                "x-kubernetes-group-version-kind": gvk,
-                "parameters": [
-                    {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-                    {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-                    {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-                ],
-                "responses": {"200": {"description": "OK"}}
-            })
-        };
-        let base = if d.namespaced {
-            format!("{prefix}/namespaces/{{namespace}}/{}", d.resource)
-        } else {
-            format!("{prefix}/{}", d.resource)
-        };
-        paths.insert(base.clone(), json!({"get": op("list"), "post": op("post")}));
-        paths.insert(
-            format!("{base}/{{name}}"),
-            json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}),
-        );
-        if d.status_subresource {
-            paths.insert(
-                format!("{base}/{{name}}/status"),
-                json!({"get": op("get"), "put": op("put"), "patch": op("patch")}),
-            );
-        }
-        if d.custom {
-            // CRD schemas let kubectl explain/apply see the structure.
-            let mut schema = d.schemas.get(version).cloned().unwrap_or_else(
-                || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
-            );
-            schema["x-kubernetes-group-version-kind"] = json!([gvk]);
-            let sname = format!(
-                "{}.{}.{}",
-                d.group.split('.').rev().collect::<Vec<_>>().join("."),
-                version,
-                d.kind
-            );
-            schemas.insert(sname, schema);
-        }
-    }
-    Some(json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": "v1.33.0"},
-        "paths": paths,
-        "components": {"schemas": schemas},
-    }))
-}
-
-/// Content hash used in `serverRelativeURL` (kubectl caches documents by it).
-pub fn hash(doc: &Value) -> String {
-    let bytes = serde_json::to_vec(doc).unwrap_or_default();
-    hex::encode(&Sha256::digest(&bytes)[..16]).to_uppercase()
-}
-
-/// `/openapi/v3`: every group version with its document hash.
-pub fn openapi_root(reg: &Registry) -> Value {
-    let mut paths = serde_json::Map::new();
-    for (g, versions) in reg.groups() {
-        for v in versions {
-            let Some(doc) = openapi_gv(reg, &g, &v) else {
-                continue;
-            };
-            let p = if g.is_empty() {
-                format!("api/{v}")
-            } else {
-                format!("apis/{g}/{v}")
-            };
-            let url = format!("/openapi/v3/{p}?hash={}", hash(&doc));
-            paths.insert(p, json!({"serverRelativeURL": url}));
-        }
-    }
-    json!({"paths": paths})
 }
 
 #[cfg(test)]
@@ -235,27 +140,5 @@ mod tests {
         assert!(names.contains(&"configmaps"));
         assert!(names.contains(&"namespaces/status"));
         assert!(resource_list(&reg, "apps", "v2").is_none());
-    }
-
-    #[test]
-    fn openapi_patch_operations_accept_field_validation() {
-        let reg = Registry::default();
-        let doc = openapi_gv(&reg, "apps", "v1").unwrap();
-        let p = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
-        assert_eq!(p["x-kubernetes-group-version-kind"]["kind"], "Deployment");
-        assert!(
-            p["parameters"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|x| x["name"] == "fieldValidation")
-        );
-        let root = openapi_root(&reg);
-        assert!(
-            root["paths"]["apis/apps/v1"]["serverRelativeURL"]
-                .as_str()
-                .unwrap()
-                .starts_with("/openapi/v3/apis/apps/v1?hash=")
-        );
     }
 }

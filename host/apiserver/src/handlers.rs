@@ -30,7 +30,7 @@ pub struct DropConnection;
 
 type Q = HashMap<String, String>;
 
-fn json_response(code: StatusCode, v: &Value) -> Response {
+pub(crate) fn json_response(code: StatusCode, v: &Value) -> Response {
     let body = serde_json::to_vec(v).unwrap_or_default();
     bytes_response(code, body)
 }
@@ -67,6 +67,11 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         return admin(&app, &parts.method, rest, &bytes);
     }
     if parts.method == Method::GET
+        && let Some(r) = crate::openapi::route(&app.registry, &path, &parts.headers)
+    {
+        return r;
+    }
+    if parts.method == Method::GET
         && let Some(r) = discovery_route(&app, &path)
     {
         return r;
@@ -86,21 +91,7 @@ fn discovery_route(app: &App, path: &str) -> Option<Response> {
         "/healthz" | "/livez" | "/readyz" => return Some((StatusCode::OK, "ok").into_response()),
         "/api" => return ok(discovery::api_versions(&app.addr.to_string())),
         "/apis" => return ok(discovery::api_group_list(&app.registry)),
-        "/openapi/v3" => return ok(discovery::openapi_root(&app.registry)),
-        "/openapi/v2" => return Some(ApiError::no_route().into_response()),
         _ => {}
-    }
-    if let Some(rest) = p.strip_prefix("/openapi/v3/") {
-        let segs: Vec<&str> = rest.split('/').collect();
-        let doc = match segs.as_slice() {
-            ["api", v] => discovery::openapi_gv(&app.registry, "", v),
-            ["apis", g, v] => discovery::openapi_gv(&app.registry, g, v),
-            _ => None,
-        };
-        return Some(match doc {
-            Some(d) => json_response(StatusCode::OK, &d),
-            None => ApiError::no_route().into_response(),
-        });
     }
     let segs: Vec<&str> = p.trim_start_matches('/').split('/').collect();
     match segs.as_slice() {
@@ -164,6 +155,7 @@ fn parse_path(app: &App, path: &str) -> Result<Route, ApiError> {
     }
     if let Some(s) = &sub {
         let ok = (s == "status" && def.status_subresource)
+            || (s == "scale" && def.scale.is_some())
             || def.extra_subresources.iter().any(|x| x == s);
         if !ok {
             return Err(ApiError::no_route());
@@ -262,7 +254,13 @@ async fn resource_request(
     body: Body,
 ) -> Response {
     let verb = match verb_of(&method, &route, &query) {
-        Ok(v) => v,
+        Ok(v) if route.subresource.is_some() || route.def.verbs.contains(&v) => v,
+        Ok(_) => {
+            return ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            )
+            .into_response();
+        }
         Err(e) => return e.into_response(),
     };
     let patch_kind = (verb == "patch").then(|| {
@@ -399,6 +397,9 @@ async fn execute(
         .get("includeObject")
         .cloned()
         .unwrap_or_else(|| "Metadata".into());
+    if route.subresource.as_deref() == Some("scale") {
+        return scale(app, verb, headers, query, route, body, manager, patch_kind).await;
+    }
     match verb {
         "get" => {
             let obj = app
@@ -674,6 +675,56 @@ async fn execute(
         }
         _ => Err(ApiError::method_not_allowed("unsupported verb")),
     }
+}
+
+/// The `/scale` subresource (see [`crate::scale`]).
+#[allow(clippy::too_many_arguments)]
+async fn scale(
+    app: &Arc<App>,
+    verb: &str,
+    headers: &HeaderMap,
+    query: &Q,
+    route: &Route,
+    body: Body,
+    manager: &str,
+    patch_kind: Option<PatchKind>,
+) -> Result<Response, ApiError> {
+    let bytes = axum::body::to_bytes(body, app.opts.max_body_bytes)
+        .await
+        .map_err(|_| ApiError::too_large(app.opts.max_body_bytes))?;
+    let t = Target {
+        def: &route.def,
+        version: &route.version,
+        namespace: route.namespace.as_deref().unwrap_or(""),
+        subresource: Some("scale"),
+        dry_run: parse_dry_run(query, None)?,
+        manager,
+    };
+    let name = route.name.as_deref().unwrap_or("");
+    let out = match verb {
+        "get" => crate::scale::get(app, &t, name)?,
+        "update" => crate::scale::update(app, &t, name, &decode(headers, &bytes)?)?,
+        "patch" => {
+            let kind = patch_kind.ok_or_else(|| {
+                ApiError::unsupported_media(
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json",
+                )
+            })?;
+            let body = match kind {
+                PatchKind::Apply => serde_yaml::from_slice::<Value>(&bytes)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
+                _ => serde_json::from_slice::<Value>(&bytes)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
+            };
+            crate::scale::patch(app, &t, name, kind, &body)?
+        }
+        _ => {
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
+        }
+    };
+    Ok(json_response(StatusCode::OK, &out))
 }
 
 /// The object as seen through `version` (CRD versions share storage; no conversion webhooks).

@@ -15,6 +15,7 @@
 pub mod patch;
 
 mod app;
+mod catalog;
 mod discovery;
 mod errors;
 pub mod faults;
@@ -23,20 +24,25 @@ mod handlers;
 mod kinds;
 pub mod kubeconfig;
 mod meta;
+mod openapi;
 mod ops;
 mod patching;
 mod persistence;
+mod printers;
 mod protobuf;
 mod requests;
 mod resources;
+mod scale;
 mod selectors;
 mod server;
 mod store;
 mod table;
 mod validation;
+mod version;
 mod watch;
 
 pub use errors::ApiError;
 pub use faults::{Decision, FaultAction, FaultHandle, FaultRule, FaultSpec, Injected, WatchFaults};
 pub use requests::RequestRecord;
 pub use server::{Config, RunningServer, StartError, start};
+pub use version::{KUBERNETES_MINOR, KUBERNETES_VERSION};

@@ -8,6 +8,47 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 
+/// Registers the schema of a k8s-openapi type in a generator and returns
+/// its `$ref` (the definition name is the type's OpenAPI name).
+pub type SchemaFn = fn(&mut schemars::SchemaGenerator) -> schemars::Schema;
+
+/// Every verb of a stored resource, in discovery order.
+pub const ALL_VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// Verbs of computed, read-only resources.
+pub const READ_ONLY_VERBS: [&str; 2] = ["get", "list"];
+
+/// Where a `/scale` subresource reads and writes (JSON paths as in a CRD's
+/// `subresources.scale`: `.spec.replicas`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScaleDef {
+    pub spec_replicas: String,
+    pub status_replicas: String,
+    /// Path of the selector; built-ins point at their `spec.selector`
+    /// (a LabelSelector or a map), CRDs at a string field.
+    pub label_selector: Option<String>,
+}
+
+impl ScaleDef {
+    /// Deployments, ReplicaSets, StatefulSets, ReplicationControllers.
+    pub fn builtin() -> ScaleDef {
+        ScaleDef {
+            spec_replicas: ".spec.replicas".into(),
+            status_replicas: ".status.replicas".into(),
+            label_selector: Some(".spec.selector".into()),
+        }
+    }
+}
+
 /// One resource type (a group + plural), served in one or more versions.
 #[derive(Debug, Clone)]
 pub struct ResourceDef {
@@ -22,12 +63,18 @@ pub struct ResourceDef {
     pub short_names: Vec<String>,
     pub categories: Vec<String>,
     pub status_subresource: bool,
+    /// A `/scale` subresource, and where its numbers live.
+    pub scale: Option<ScaleDef>,
     /// `metadata.generation` is maintained (bumped on spec changes).
     pub has_generation: bool,
     /// Registered by a CRD (affects delete responses, schema handling, tables).
     pub custom: bool,
+    /// Verbs served (discovery lists them; others get 405).
+    pub verbs: Vec<&'static str>,
     /// `openAPIV3Schema` per version (CRDs only).
     pub schemas: BTreeMap<String, Value>,
+    /// The k8s-openapi type of each version (built-ins only), for OpenAPI.
+    pub type_schemas: BTreeMap<String, SchemaFn>,
     /// `additionalPrinterColumns` per version (CRDs only).
     pub printer_columns: BTreeMap<String, Vec<Value>>,
     /// Extra subresources listed in discovery (`namespaces/finalize`).
@@ -60,157 +107,11 @@ impl ResourceDef {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn builtin(
-    group: &str,
-    version: &str,
-    resource: &str,
-    kind: &str,
-    namespaced: bool,
-    short: &[&str],
-    status: bool,
-    generation: bool,
-) -> ResourceDef {
-    ResourceDef {
-        group: group.into(),
-        versions: vec![version.into()],
-        resource: resource.into(),
-        singular: kind.to_lowercase(),
-        kind: kind.into(),
-        list_kind: format!("{kind}List"),
-        namespaced,
-        short_names: short.iter().map(|s| s.to_string()).collect(),
-        categories: Vec::new(),
-        status_subresource: status,
-        has_generation: generation,
-        custom: false,
-        schemas: BTreeMap::new(),
-        printer_columns: BTreeMap::new(),
-        extra_subresources: Vec::new(),
-    }
-}
-
-/// The built-in kinds this server stores (no controllers run for them).
+/// The built-in kinds this server stores (no controllers run for them):
+/// see [`crate::catalog`].
 pub fn builtins() -> Vec<ResourceDef> {
-    let mut ns = builtin(
-        "",
-        "v1",
-        "namespaces",
-        "Namespace",
-        false,
-        &["ns"],
-        true,
-        false,
-    );
-    ns.extra_subresources = vec!["finalize"];
-    let mut deploy = builtin(
-        "apps",
-        "v1",
-        "deployments",
-        "Deployment",
-        true,
-        &["deploy"],
-        true,
-        true,
-    );
-    deploy.categories = vec!["all".into()];
-    let mut svc = builtin("", "v1", "services", "Service", true, &["svc"], true, false);
-    svc.categories = vec!["all".into()];
-    let mut crd = builtin(
-        "apiextensions.k8s.io",
-        "v1",
-        "customresourcedefinitions",
-        "CustomResourceDefinition",
-        false,
-        &["crd", "crds"],
-        true,
-        true,
-    );
-    crd.categories = vec!["api-extensions".into()];
-    vec![
-        ns,
-        builtin(
-            "",
-            "v1",
-            "configmaps",
-            "ConfigMap",
-            true,
-            &["cm"],
-            false,
-            false,
-        ),
-        builtin("", "v1", "secrets", "Secret", true, &[], false, false),
-        svc,
-        builtin(
-            "",
-            "v1",
-            "serviceaccounts",
-            "ServiceAccount",
-            true,
-            &["sa"],
-            false,
-            false,
-        ),
-        builtin("", "v1", "events", "Event", true, &["ev"], false, false),
-        builtin(
-            "events.k8s.io",
-            "v1",
-            "events",
-            "Event",
-            true,
-            &["ev"],
-            false,
-            false,
-        ),
-        builtin(
-            "coordination.k8s.io",
-            "v1",
-            "leases",
-            "Lease",
-            true,
-            &[],
-            false,
-            false,
-        ),
-        deploy,
-        crd,
-        // RBAC objects are stored only (nothing is authorised here), so that
-        // the operator's manifests and `wasm-reconciler rbac` output apply.
-        builtin(
-            RBAC,
-            "v1",
-            "clusterroles",
-            "ClusterRole",
-            false,
-            &[],
-            false,
-            false,
-        ),
-        builtin(
-            RBAC,
-            "v1",
-            "clusterrolebindings",
-            "ClusterRoleBinding",
-            false,
-            &[],
-            false,
-            false,
-        ),
-        builtin(RBAC, "v1", "roles", "Role", true, &[], false, false),
-        builtin(
-            RBAC,
-            "v1",
-            "rolebindings",
-            "RoleBinding",
-            true,
-            &[],
-            false,
-            false,
-        ),
-    ]
+    crate::catalog::builtins()
 }
-
-const RBAC: &str = "rbac.authorization.k8s.io";
 
 /// Thread-safe registry; CRD writes mutate it, requests read it.
 #[derive(Debug)]
@@ -366,6 +267,7 @@ pub fn def_from_crd(crd: &Value) -> Result<ResourceDef, String> {
     let mut schemas = BTreeMap::new();
     let mut printer_columns = BTreeMap::new();
     let mut status = false;
+    let mut scale = None;
     for (i, v) in versions.iter().enumerate() {
         let name = v
             .get("name")
@@ -389,6 +291,22 @@ pub fn def_from_crd(crd: &Value) -> Result<ResourceDef, String> {
         if v.pointer("/subresources/status").is_some() {
             status = true;
         }
+        if let Some(sc) = v.pointer("/subresources/scale") {
+            let path = |k: &str| sc.get(k).and_then(Value::as_str).map(str::to_string);
+            scale = Some(ScaleDef {
+                spec_replicas: path("specReplicasPath").ok_or_else(|| {
+                    format!(
+                        "spec.versions[{i}].subresources.scale.specReplicasPath: Required value"
+                    )
+                })?,
+                status_replicas: path("statusReplicasPath").ok_or_else(|| {
+                    format!(
+                        "spec.versions[{i}].subresources.scale.statusReplicasPath: Required value"
+                    )
+                })?,
+                label_selector: path("labelSelectorPath"),
+            });
+        }
     }
     let storage = storage.ok_or(
         "spec.versions: Invalid value: must have exactly one version marked as storage version",
@@ -407,9 +325,12 @@ pub fn def_from_crd(crd: &Value) -> Result<ResourceDef, String> {
         short_names: strs(names.get("shortNames")),
         categories: strs(names.get("categories")),
         status_subresource: status,
+        scale,
         has_generation: true,
         custom: true,
+        verbs: ALL_VERBS.to_vec(),
         schemas,
+        type_schemas: BTreeMap::new(),
         printer_columns,
         extra_subresources: Vec::new(),
     })

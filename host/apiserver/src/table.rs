@@ -56,7 +56,7 @@ pub fn human_duration(secs: i64) -> String {
     }
 }
 
-fn age(ts: Option<&str>) -> String {
+pub(crate) fn age(ts: Option<&str>) -> String {
     match ts.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()) {
         Some(t) => {
             human_duration((chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds())
@@ -127,7 +127,6 @@ fn columns(def: &ResourceDef, version: &str) -> Vec<Value> {
             age,
         ],
         ("", "Namespace") => vec![name, col("Status", "string", "", 0), age],
-        ("", "ServiceAccount") => vec![name, col("Secrets", "string", "", 0), age],
         ("", "Service") => vec![
             name,
             col("Type", "string", "", 0),
@@ -171,7 +170,7 @@ fn columns(def: &ResourceDef, version: &str) -> Vec<Value> {
             }
             cols
         }
-        _ => vec![name, age],
+        _ => crate::printers::columns(def).unwrap_or_else(|| vec![name, age]),
     }
 }
 
@@ -189,15 +188,6 @@ fn cells(def: &ResourceDef, version: &str, o: &Value) -> Vec<Value> {
         ],
         ("", "Secret") => vec![name, s(o.get("type")), json!(count(o.get("data"))), a],
         ("", "Namespace") => vec![name, s(o.pointer("/status/phase")), a],
-        ("", "ServiceAccount") => vec![
-            name,
-            json!(
-                o.get("secrets")
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len)
-            ),
-            a,
-        ],
         ("", "Service") => {
             let ports = o
                 .pointer("/spec/ports")
@@ -302,7 +292,9 @@ fn cells(def: &ResourceDef, version: &str, o: &Value) -> Vec<Value> {
             }
             out
         }
-        _ => vec![name, a],
+        _ => {
+            crate::printers::cells(def, o, name.clone(), a.clone()).unwrap_or_else(|| vec![name, a])
+        }
     }
 }
 

@@ -610,7 +610,7 @@ async fn deployment_generation_and_status_subresource() -> anyhow::Result<()> {
         .await?;
     assert_eq!(d.metadata.generation, Some(1));
     assert_eq!(d.status.as_ref().and_then(|s| s.replicas), Some(3));
-    assert_eq!(d.spec.as_ref().and_then(|s| s.replicas), Some(1));
+    assert_eq!(d.spec.replicas, Some(1));
     // Status on the main resource is ignored; spec change bumps generation.
     let d = api
         .patch(

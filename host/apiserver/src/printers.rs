@@ -1,0 +1,412 @@
+//! Server-side printing of the workload kinds (`kubectl get pods`,
+//! `replicasets`, `statefulsets`, `daemonsets`, `jobs`, `cronjobs`, `pvc`,
+//! `nodes`): the columns kube-apiserver v1.37 defines for them (taken from
+//! its Table responses) and the cells its printers compute, as far as they
+//! depend on stored fields (nothing runs here, so most statuses are empty).
+//! [`crate::table`] calls in here for kinds it has no columns of its own for.
+
+use serde_json::{Value, json};
+
+use crate::resources::ResourceDef;
+
+fn col(name: &str, ty: &str, format: &str, priority: i64) -> Value {
+    json!({"name": name, "type": ty, "format": format, "description": "", "priority": priority})
+}
+
+fn name_col() -> Value {
+    col("Name", "string", "name", 0)
+}
+
+fn age_col() -> Value {
+    col("Age", "string", "", 0)
+}
+
+/// Containers, Images, Selector (priority 1) of the workload controllers.
+fn pod_template_cols(selector: bool) -> Vec<Value> {
+    let mut v = vec![
+        col("Containers", "string", "", 1),
+        col("Images", "string", "", 1),
+    ];
+    if selector {
+        v.push(col("Selector", "string", "", 1));
+    }
+    v
+}
+
+/// Column definitions, or None for kinds printed elsewhere (or NAME/AGE).
+pub fn columns(def: &ResourceDef) -> Option<Vec<Value>> {
+    let int = |n: &str| col(n, "integer", "", 0);
+    let s = |n: &str| col(n, "string", "", 0);
+    let v = match (def.group.as_str(), def.kind.as_str()) {
+        ("", "Pod") => vec![
+            name_col(),
+            s("Ready"),
+            s("Status"),
+            s("Restarts"),
+            age_col(),
+            col("IP", "string", "", 1),
+            col("Node", "string", "", 1),
+            col("Nominated Node", "string", "", 1),
+            col("Readiness Gates", "string", "", 1),
+        ],
+        ("apps", "ReplicaSet") | ("", "ReplicationController") => {
+            let mut v = vec![
+                name_col(),
+                int("Desired"),
+                int("Current"),
+                int("Ready"),
+                age_col(),
+            ];
+            v.extend(pod_template_cols(true));
+            v
+        }
+        ("apps", "StatefulSet") => {
+            let mut v = vec![name_col(), s("Ready"), age_col()];
+            v.extend(pod_template_cols(false));
+            v
+        }
+        ("apps", "DaemonSet") => {
+            let mut v = vec![
+                name_col(),
+                int("Desired"),
+                int("Current"),
+                int("Ready"),
+                int("Up-to-date"),
+                int("Available"),
+                s("Node Selector"),
+                age_col(),
+            ];
+            v.extend(pod_template_cols(true));
+            v
+        }
+        ("batch", "Job") => {
+            let mut v = vec![
+                name_col(),
+                s("Status"),
+                s("Completions"),
+                s("Duration"),
+                age_col(),
+            ];
+            v.extend(pod_template_cols(true));
+            v
+        }
+        ("batch", "CronJob") => {
+            let mut v = vec![
+                name_col(),
+                s("Schedule"),
+                s("Timezone"),
+                col("Suspend", "boolean", "", 0),
+                int("Active"),
+                s("Last Schedule"),
+                age_col(),
+            ];
+            v.extend(pod_template_cols(true));
+            v
+        }
+        ("", "PersistentVolumeClaim") => vec![
+            name_col(),
+            s("Status"),
+            s("Volume"),
+            s("Capacity"),
+            s("Access Modes"),
+            s("StorageClass"),
+            s("VolumeAttributesClass"),
+            age_col(),
+            col("VolumeMode", "string", "", 1),
+        ],
+        ("", "Node") => vec![
+            name_col(),
+            s("Status"),
+            s("Roles"),
+            age_col(),
+            s("Version"),
+            col("Internal-IP", "string", "", 1),
+            col("External-IP", "string", "", 1),
+            col("OS-Image", "string", "", 1),
+            col("Kernel-Version", "string", "", 1),
+            col("Container-Runtime", "string", "", 1),
+        ],
+        _ => return None,
+    };
+    Some(v)
+}
+
+fn text(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        _ => "<none>".into(),
+    }
+}
+
+fn int(o: &Value, p: &str) -> i64 {
+    o.pointer(p).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn list<'a>(o: &'a Value, p: &str) -> &'a [Value] {
+    o.pointer(p)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+/// Containers, Images (and Selector) cells of a pod template at `template`.
+fn template_cells(o: &Value, template: &str, selector: Option<&str>) -> Vec<Value> {
+    let cs = list(o, &format!("{template}/spec/containers"));
+    let join = |k: &str| {
+        cs.iter()
+            .map(|c| c.get(k).and_then(Value::as_str).unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut v = vec![json!(join("name")), json!(join("image"))];
+    if let Some(p) = selector {
+        let sel = o
+            .pointer(p)
+            .and_then(|s| crate::scale::selector_string(s))
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "<none>".into());
+        v.push(json!(sel));
+    }
+    v
+}
+
+/// The cells of one object (`name` and `age` already rendered by the caller).
+pub fn cells(def: &ResourceDef, o: &Value, name: Value, age: Value) -> Option<Vec<Value>> {
+    let v = match (def.group.as_str(), def.kind.as_str()) {
+        ("", "Pod") => {
+            let statuses = list(o, "/status/containerStatuses");
+            let ready = statuses
+                .iter()
+                .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
+                .count();
+            let total = list(o, "/spec/containers").len();
+            let restarts: i64 = statuses
+                .iter()
+                .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
+                .sum();
+            let status = if o.pointer("/metadata/deletionTimestamp").is_some() {
+                "Terminating".to_string()
+            } else {
+                o.pointer("/status/reason")
+                    .or_else(|| o.pointer("/status/phase"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("Pending")
+                    .to_string()
+            };
+            vec![
+                name,
+                json!(format!("{ready}/{total}")),
+                json!(status),
+                json!(restarts.to_string()),
+                age,
+                json!(text(o.pointer("/status/podIP"))),
+                json!(text(o.pointer("/spec/nodeName"))),
+                json!(text(o.pointer("/status/nominatedNodeName"))),
+                json!("<none>"),
+            ]
+        }
+        ("apps", "ReplicaSet") | ("", "ReplicationController") => {
+            let mut v = vec![
+                name,
+                json!(int(o, "/spec/replicas")),
+                json!(int(o, "/status/replicas")),
+                json!(int(o, "/status/readyReplicas")),
+                age,
+            ];
+            v.extend(template_cells(o, "/spec/template", Some("/spec/selector")));
+            v
+        }
+        ("apps", "StatefulSet") => {
+            let mut v = vec![
+                name,
+                json!(format!(
+                    "{}/{}",
+                    int(o, "/status/readyReplicas"),
+                    int(o, "/spec/replicas")
+                )),
+                age,
+            ];
+            v.extend(template_cells(o, "/spec/template", None));
+            v
+        }
+        ("apps", "DaemonSet") => {
+            let node_selector = o
+                .pointer("/spec/template/spec/nodeSelector")
+                .and_then(|s| crate::scale::selector_string(s))
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "<none>".into());
+            let mut v = vec![
+                name,
+                json!(int(o, "/status/desiredNumberScheduled")),
+                json!(int(o, "/status/currentNumberScheduled")),
+                json!(int(o, "/status/numberReady")),
+                json!(int(o, "/status/updatedNumberScheduled")),
+                json!(int(o, "/status/numberAvailable")),
+                json!(node_selector),
+                age,
+            ];
+            v.extend(template_cells(o, "/spec/template", Some("/spec/selector")));
+            v
+        }
+        ("batch", "Job") => {
+            let condition = |t: &str| {
+                list(o, "/status/conditions").iter().any(|c| {
+                    c.get("type").and_then(Value::as_str) == Some(t)
+                        && c.get("status").and_then(Value::as_str) == Some("True")
+                })
+            };
+            let status = if condition("Complete") {
+                "Complete"
+            } else if condition("Failed") {
+                "Failed"
+            } else if o.pointer("/metadata/deletionTimestamp").is_some() {
+                "Terminating"
+            } else if condition("Suspended") {
+                "Suspended"
+            } else {
+                "Running"
+            };
+            let completions = match o.pointer("/spec/completions").and_then(Value::as_i64) {
+                Some(c) => format!("{}/{c}", int(o, "/status/succeeded")),
+                None => format!(
+                    "{}/1 of {}",
+                    int(o, "/status/succeeded"),
+                    o.pointer("/spec/parallelism")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(1)
+                ),
+            };
+            let mut v = vec![name, json!(status), json!(completions), json!(""), age];
+            v.extend(template_cells(o, "/spec/template", Some("/spec/selector")));
+            v
+        }
+        ("batch", "CronJob") => {
+            let last = o
+                .pointer("/status/lastScheduleTime")
+                .and_then(Value::as_str)
+                .map(|t| crate::table::age(Some(t)))
+                .unwrap_or_else(|| "<none>".into());
+            let mut v = vec![
+                name,
+                json!(text(o.pointer("/spec/schedule"))),
+                json!(text(o.pointer("/spec/timeZone"))),
+                json!(
+                    o.pointer("/spec/suspend")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                ),
+                json!(list(o, "/status/active").len()),
+                json!(last),
+                age,
+            ];
+            v.extend(template_cells(
+                o,
+                "/spec/jobTemplate/spec/template",
+                Some("/spec/jobTemplate/spec/selector"),
+            ));
+            v
+        }
+        ("", "PersistentVolumeClaim") => {
+            let modes = list(o, "/status/accessModes")
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|m| match m {
+                    "ReadWriteOnce" => "RWO",
+                    "ReadOnlyMany" => "ROX",
+                    "ReadWriteMany" => "RWX",
+                    "ReadWriteOncePod" => "RWOP",
+                    other => other,
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            let phase = if o.pointer("/metadata/deletionTimestamp").is_some() {
+                "Terminating".to_string()
+            } else {
+                o.pointer("/status/phase")
+                    .and_then(Value::as_str)
+                    .unwrap_or("Pending")
+                    .to_string()
+            };
+            vec![
+                name,
+                json!(phase),
+                json!(
+                    o.pointer("/spec/volumeName")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                ),
+                json!(
+                    o.pointer("/status/capacity/storage")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                ),
+                json!(modes),
+                json!(text(o.pointer("/spec/storageClassName"))),
+                json!(text(o.pointer("/spec/volumeAttributesClassName"))),
+                age,
+                json!(
+                    o.pointer("/spec/volumeMode")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Filesystem")
+                ),
+            ]
+        }
+        ("", "Node") => {
+            let ready = list(o, "/status/conditions")
+                .iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"));
+            let mut status = match ready.and_then(|c| c.get("status")).and_then(Value::as_str) {
+                Some("True") => "Ready".to_string(),
+                Some(_) => "NotReady".to_string(),
+                None => "Unknown".to_string(),
+            };
+            if o.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+                status.push_str(",SchedulingDisabled");
+            }
+            let mut roles: Vec<String> = o
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, _)| {
+                    k.strip_prefix("node-role.kubernetes.io/")
+                        .map(str::to_string)
+                })
+                .collect();
+            roles.sort();
+            let address = |t: &str| {
+                list(o, "/status/addresses")
+                    .iter()
+                    .find(|a| a.get("type").and_then(Value::as_str) == Some(t))
+                    .and_then(|a| a.get("address"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("<none>")
+                    .to_string()
+            };
+            let info = |k: &str| {
+                o.pointer(&format!("/status/nodeInfo/{k}"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            vec![
+                name,
+                json!(status),
+                json!(if roles.is_empty() {
+                    "<none>".into()
+                } else {
+                    roles.join(",")
+                }),
+                age,
+                json!(info("kubeletVersion")),
+                json!(address("InternalIP")),
+                json!(address("ExternalIP")),
+                json!(info("osImage")),
+                json!(info("kernelVersion")),
+                json!(info("containerRuntimeVersion")),
+            ]
+        }
+        _ => return None,
+    };
+    Some(v)
+}
