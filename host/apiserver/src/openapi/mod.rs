@@ -340,6 +340,8 @@ fn all_kinds(reg: &Registry) -> (Vec<(Arc<ResourceDef>, String, String)>, Map<St
 
 /// The media type of protobuf OpenAPI v2 (what client-go asks for).
 const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+/// What kube-apiserver answers it with (Go's `mime` cannot parse the `@`).
+const V2_PROTOBUF_RESPONSE: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
 fn json_ok(doc: &Value) -> Response {
     crate::handlers::json_response(StatusCode::OK, doc)
@@ -362,7 +364,7 @@ pub fn route(reg: &Registry, path: &str, headers: &HeaderMap) -> Option<Response
             let mut r = (StatusCode::OK, v2_proto::encode(&v2(reg))).into_response();
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
-                header::HeaderValue::from_static(V2_PROTOBUF),
+                header::HeaderValue::from_static(V2_PROTOBUF_RESPONSE),
             );
             return Some(r);
         }
