@@ -198,7 +198,7 @@ fn render(
             ..Subject::default()
         };
         let role_ref = |kind: &str| RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
+            api_group: Some("rbac.authorization.k8s.io".into()),
             kind: kind.into(),
             name: args.name.clone(),
         };
