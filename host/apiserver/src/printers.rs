@@ -162,7 +162,7 @@ fn template_cells(o: &Value, template: &str, selector: Option<&str>) -> Vec<Valu
     if let Some(p) = selector {
         let sel = o
             .pointer(p)
-            .and_then(|s| crate::scale::selector_string(s))
+            .and_then(crate::scale::selector_string)
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "<none>".into());
         v.push(json!(sel));
@@ -232,7 +232,7 @@ pub fn cells(def: &ResourceDef, o: &Value, name: Value, age: Value) -> Option<Ve
         ("apps", "DaemonSet") => {
             let node_selector = o
                 .pointer("/spec/template/spec/nodeSelector")
-                .and_then(|s| crate::scale::selector_string(s))
+                .and_then(crate::scale::selector_string)
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| "<none>".into());
             let mut v = vec![

@@ -324,6 +324,7 @@ async fn version_is_the_plain_release_k8s_openapi_implements() -> anyhow::Result
     let (srv, client) = server().await?;
     let info = client.apiserver_version().await?;
     // The Kubernetes minor k8s-openapi is built for, from its own macros.
+    #[allow(clippy::needless_late_init)] // exactly one k8s_if_* line assigns it
     let minor: &str;
     k8s_openapi::k8s_if_1_33! { minor = "33"; }
     k8s_openapi::k8s_if_1_34! { minor = "34"; }

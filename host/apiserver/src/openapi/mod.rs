@@ -325,7 +325,10 @@ pub fn v3_root(reg: &Registry) -> Value {
 
 /// Every served (resource, version) pair with its definition name, and the
 /// CRD definitions they need, for the v2 document.
-fn all_kinds(reg: &Registry) -> (Vec<(Arc<ResourceDef>, String, String)>, Map<String, Value>) {
+/// A served resource, one of its versions and its definition name.
+type Served = (Arc<ResourceDef>, String, String);
+
+fn all_kinds(reg: &Registry) -> (Vec<Served>, Map<String, Value>) {
     let mut extra = Map::new();
     let mut out = Vec::new();
     for d in reg.all() {

@@ -165,7 +165,7 @@ pub fn items(
         "timeoutSeconds",
         "watch",
     ];
-    let can = |v: &str| def.verbs.iter().any(|x| *x == v);
+    let can = |v: &'static str| def.verbs.contains(&v);
     let op = |action: &'static str,
               verb: &str,
               suffix: &str,
