@@ -31,6 +31,25 @@ expect() { # expect <description> <regex> <output>
 out=$(k version 2>&1); expect "version reports the server" "Server Version: v1\.37\.0" "$out"
 out=$(k get namespaces); expect "system namespaces exist" "^default +Active" "$out"
 out=$(k api-resources); expect "api-resources lists built-ins" "^deployments +deploy +apps/v1 +true +Deployment" "$out"
+expect "api-resources lists workload kinds" "^replicasets +rs +apps/v1 +true +ReplicaSet" "$out"
+expect "api-resources lists cluster-scoped kinds" "^persistentvolumes +pv +v1 +false +PersistentVolume" "$out"
+# Generators' objects go through JSON here (their protobuf bodies are tested elsewhere).
+out=$(k run solo --image=nginx:1.27 --dry-run=client -o json | k create -f -)
+expect "kubectl run creates a pod" "^pod/solo created$" "$out"
+out=$(k create job once --image=busybox:1.36 --dry-run=client -o json | k create -f -)
+expect "create job" "^job.batch/once created$" "$out"
+out=$(k create deployment web --image=nginx:1.27 --dry-run=client -o json | k create -f -)
+expect "create deployment" "^deployment.apps/web created$" "$out"
+out=$(k scale deployment web --replicas=3)
+expect "scale through the scale subresource" "^deployment.apps/web scaled$" "$out"
+out=$(k get deploy web -o jsonpath='{.spec.replicas}')
+expect "scaled replicas are stored" "^3$" "$out"
+out=$(k get all -o name)
+expect "get all includes pods (category all)" "^pod/solo$" "$out"
+out=$(k explain deployment.spec.replicas)
+expect "explain a built-in field (OpenAPI v3)" "FIELD: replicas <integer>" "$out"
+out=$(k apply -f - 2>&1 <<<'{"apiVersion":"apps/v2","kind":"Deployment","metadata":{"name":"x"}}' || true)
+expect "unserved apiVersion reported as by kube-apiserver (OpenAPI v2)" 'no matches for kind "Deployment" in version "apps/v2"' "$out"
 
 out=$(k apply --server-side -f "$HERE/widgets-crd.yaml")
 expect "server-side apply of a CRD" "^customresourcedefinition.apiextensions.k8s.io/widgets.example.com serverside-applied$" "$out"
