@@ -28,8 +28,9 @@ for group in sorted(os.listdir(api)):
             sources.append((f, f"io.k8s.api.{group}.{ver}"))
 sources.append((os.path.join(root, f"apimachinery@v{version}/pkg/apis/meta/v1/types.go"),
                 "io.k8s.apimachinery.pkg.apis.meta.v1"))
-sources.append((os.path.join(root, f"apiextensions-apiserver@v{version}/pkg/apis/apiextensions/v1/types.go"),
-                "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1"))
+for f in ("types.go", "types_jsonschema.go"):
+    sources.append((os.path.join(root, f"apiextensions-apiserver@v{version}/pkg/apis/apiextensions/v1/{f}"),
+                    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1"))
 sources.append((os.path.join(root, f"kube-aggregator@v{version}/pkg/apis/apiregistration/v1/types.go"),
                 "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1"))
 

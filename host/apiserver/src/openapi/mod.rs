@@ -89,23 +89,48 @@ fn builtins() -> &'static Builtins {
                 unrequire_top_level(d);
             }
         }
+        for (name, required) in REQUIRED_AS_PUBLISHED {
+            if let Some(d) = definitions.get_mut(*name).and_then(Value::as_object_mut) {
+                if required.is_empty() {
+                    d.remove("required");
+                } else {
+                    d.insert("required".into(), json!(required));
+                }
+            }
+        }
         add_patch_hints(&mut definitions);
         Builtins { definitions, kinds }
     })
 }
 
 /// k8s-openapi marks every non-`Option` Rust field required, including the
-/// `metadata` (and some `spec`s) of top-level kinds that kube-apiserver's
-/// schemas leave optional; keep `required` as the real server publishes it.
+/// `metadata` of top-level kinds, which kube-apiserver's schemas leave
+/// optional (its `required: [spec]` lists agree with k8s-openapi's).
 fn unrequire_top_level(d: &mut Map<String, Value>) {
     let Some(req) = d.get_mut("required").and_then(Value::as_array_mut) else {
         return;
     };
-    req.retain(|f| !matches!(f.as_str(), Some("metadata" | "spec" | "status")));
+    req.retain(|f| f.as_str() != Some("metadata"));
     if req.is_empty() {
         d.remove("required");
     }
 }
+
+/// Where k8s-openapi's `required` differs from what kube-apiserver v1.37.2
+/// publishes (found by comparing both `/openapi/v2` documents): the real
+/// server's lists.
+const REQUIRED_AS_PUBLISHED: &[(&str, &[&str])] = &[
+    ("io.k8s.api.core.v1.ConfigMapEnvSource", &[]),
+    ("io.k8s.api.core.v1.ConfigMapKeySelector", &["key"]),
+    ("io.k8s.api.core.v1.ConfigMapProjection", &[]),
+    ("io.k8s.api.core.v1.ConfigMapVolumeSource", &[]),
+    ("io.k8s.api.core.v1.Event", &["metadata", "involvedObject"]),
+    ("io.k8s.api.core.v1.LocalObjectReference", &[]),
+    ("io.k8s.api.core.v1.SecretEnvSource", &[]),
+    ("io.k8s.api.core.v1.SecretKeySelector", &["key"]),
+    ("io.k8s.api.core.v1.SecretProjection", &[]),
+    ("io.k8s.api.events.v1.Event", &["eventTime"]),
+];
 
 fn add_patch_hints(definitions: &mut Map<String, Value>) {
     for line in include_str!("patch_hints.txt").lines() {
