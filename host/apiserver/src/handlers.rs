@@ -494,10 +494,15 @@ async fn execute(
                 "update" => "UpdateOptions",
                 _ => "PatchOptions",
             };
-            let decoding = crate::validation::Decoding::from_query(
+            let mut decoding = crate::validation::Decoding::from_query(
                 query.get("fieldValidation").map(String::as_str),
                 options,
             )?;
+            if let Some(k) = patch_kind.filter(|k| *k != PatchKind::Apply)
+                && let Ok(b) = serde_json::from_slice::<Value>(&bytes)
+            {
+                decoding = decoding.for_patch(k == PatchKind::Strategic, &b);
+            }
             let t = Target {
                 def,
                 version: &route.version,
