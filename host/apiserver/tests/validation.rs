@@ -383,6 +383,40 @@ async fn crds_default_validate_and_reject_unknown_fields() -> anyhow::Result<()>
 }
 
 #[tokio::test]
+async fn crd_defaults_apply_to_objects_stored_before_them() -> anyhow::Result<()> {
+    let (srv, client) = server().await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let plain = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"mode": {"type": "string"}}}}});
+    crds.create(&PostParams::default(), &gadget_crd("example.com", plain)?)
+        .await?;
+    let path = "/apis/example.com/v1/namespaces/default/gadgets";
+    let g = json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "old"}, "spec": {}});
+    let (code, _, body) = raw(&client, "POST", path, "application/json", Some(&g)).await?;
+    assert_eq!((code, body["spec"].clone()), (201, json!({})));
+    // The CRD gains a default: reads of the old object show it.
+    let mut crd = crds.get("gadgets.example.com").await?;
+    crd.spec.versions[0].schema =
+        serde_json::from_value(json!({"openAPIV3Schema": gadget_schema()}))?;
+    crds.replace("gadgets.example.com", &PostParams::default(), &crd)
+        .await?;
+    let (code, _, body) = raw(
+        &client,
+        "GET",
+        &format!("{path}/old"),
+        "application/json",
+        None,
+    )
+    .await?;
+    assert_eq!(code, 200);
+    assert_eq!(body["spec"], json!({"replicas": 1, "mode": "fast"}));
+    let (_, _, list) = raw(&client, "GET", path, "application/json", None).await?;
+    assert_eq!(list["items"][0]["spec"]["mode"], "fast");
+    srv.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
 async fn built_ins_honour_field_validation() -> anyhow::Result<()> {
     let (srv, client) = server().await?;
     let mut d = deployment("strict");
