@@ -208,6 +208,12 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty() {
+            // Errors relayed from storage carry no reason.
+            if let Some(m) = status.as_object_mut() {
+                m.remove("reason");
+            }
+        }
         let mut details = serde_json::Map::new();
         if let Some(n) = &self.name {
             details.insert("name".into(), json!(n));

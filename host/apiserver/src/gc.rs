@@ -37,6 +37,7 @@ fn target<'a>(def: &'a Arc<ResourceDef>, namespace: &'a str) -> Target<'a> {
         subresource: None,
         dry_run: false,
         manager: MANAGER,
+        decoding: &crate::validation::SYSTEM,
     }
 }
 

@@ -490,6 +490,20 @@ async fn execute(
                 .await
                 .map_err(|_| ApiError::too_large(app.opts.max_body_bytes))?;
             let dry_run = parse_dry_run(query, None)?;
+            let options = match verb {
+                "create" => "CreateOptions",
+                "update" => "UpdateOptions",
+                _ => "PatchOptions",
+            };
+            let mut decoding = crate::validation::Decoding::from_query(
+                query.get("fieldValidation").map(String::as_str),
+                options,
+            )?;
+            if let Some(k) = patch_kind.filter(|k| *k != PatchKind::Apply)
+                && let Ok(b) = serde_json::from_slice::<Value>(&bytes)
+            {
+                decoding = decoding.for_patch(k == PatchKind::Strategic, &b);
+            }
             let t = Target {
                 def,
                 version: &route.version,
@@ -497,8 +511,9 @@ async fn execute(
                 subresource: route.subresource.as_deref(),
                 dry_run,
                 manager,
+                decoding: &decoding,
             };
-            match verb {
+            let written = match verb {
                 "create" => {
                     let obj = decode(headers, &bytes)?;
                     let out = ops::create(app, &t, obj, false)?;
@@ -568,7 +583,8 @@ async fn execute(
                     };
                     Ok(json_response(code, &present(def, &route.version, &out)))
                 }
-            }
+            };
+            written.map(|r| crate::validation::with_warnings(r, &decoding))
         }
         "delete" | "deletecollection" => {
             let bytes = axum::body::to_bytes(body, app.opts.max_body_bytes)
@@ -607,6 +623,7 @@ async fn execute(
                 subresource: None,
                 dry_run,
                 manager,
+                decoding: &crate::validation::SYSTEM,
             };
             if verb == "delete" {
                 return Ok(match ops::delete(app, &t, name, &opts)? {
@@ -736,6 +753,9 @@ fn present(def: &ResourceDef, version: &str, obj: &Arc<Value>) -> Value {
     {
         m.insert("apiVersion".into(), json!(gv));
     }
+    if crate::validation::defaults_on_read(def, version) {
+        crate::validation::default_on_read(def, version, &mut v);
+    }
     v
 }
 
@@ -815,6 +835,13 @@ fn list(
         };
         let raw = serde_json::to_vec(&tok).map_err(|e| ApiError::internal(e.to_string()))?;
         list_meta["continue"] = json!(base64::engine::general_purpose::STANDARD.encode(raw));
+        // Only an unfiltered list knows how many items follow (as with etcd).
+        let unfiltered = ["labelSelector", "fieldSelector"]
+            .iter()
+            .all(|k| query.get(*k).is_none_or(String::is_empty));
+        if unfiltered {
+            list_meta["remainingItemCount"] = json!(page.remaining);
+        }
     }
     let gv = def.group_version(&route.version);
     if as_table {
@@ -837,11 +864,13 @@ fn list(
     out.extend_from_slice(b",\"metadata\":");
     serde_json::to_writer(&mut out, &list_meta).map_err(|e| ApiError::internal(e.to_string()))?;
     out.extend_from_slice(b",\"items\":[");
+    let read_defaults = crate::validation::defaults_on_read(def, &route.version);
     for (i, o) in page.items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        let same = o.get("apiVersion").and_then(Value::as_str) == Some(gv.as_str());
+        let same =
+            !read_defaults && o.get("apiVersion").and_then(Value::as_str) == Some(gv.as_str());
         let r = if same {
             serde_json::to_writer(&mut out, &**o)
         } else {

@@ -13,7 +13,10 @@ use crate::resources::{ResourceDef, def_from_crd};
 /// Finalizer kube-apiserver puts on every CRD so its objects are cleaned up.
 pub const CRD_CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
-static NEXT_CLUSTER_IP: AtomicU32 = AtomicU32::new(1);
+/// Next Service address; 10.96.0.1 belongs to `default/kubernetes`.
+static NEXT_CLUSTER_IP: AtomicU32 = AtomicU32::new(2);
+/// Next node port (the range is 30000-32767).
+static NEXT_NODE_PORT: AtomicU32 = AtomicU32::new(0);
 
 fn obj_mut<'a>(v: &'a mut Value, key: &str) -> Option<&'a mut serde_json::Map<String, Value>> {
     let root = v.as_object_mut()?;
@@ -41,11 +44,38 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
                 }
                 default(m, "type", json!("Opaque"));
             }
+            fold_string_data(obj);
+        }
+        ("", "Namespace") => {
+            // The namespace registry strategy owns this label: always the name.
+            let name = crate::meta::name(obj).unwrap_or_default().to_string();
+            let m = crate::meta::meta_mut(obj);
+            let labels = m.entry("labels").or_insert_with(|| json!({}));
+            if !labels.is_object() {
+                *labels = json!({});
+            }
+            if let Some(l) = labels.as_object_mut() {
+                l.insert(NAMESPACE_NAME_LABEL.into(), json!(name));
+            }
         }
         ("", "Service") => {
             if let Some(spec) = obj_mut(obj, "spec") {
+                let external = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
                 default(spec, "type", json!("ClusterIP"));
-                default(spec, "sessionAffinity", json!("None"));
+                if !external {
+                    default(spec, "sessionAffinity", json!("None"));
+                }
+                let ty = spec
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                if ty == "NodePort" || ty == "LoadBalancer" {
+                    default(spec, "externalTrafficPolicy", json!("Cluster"));
+                }
+                if ty == "LoadBalancer" {
+                    default(spec, "allocateLoadBalancerNodePorts", json!(true));
+                }
                 if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
                     for p in ports.iter_mut().filter_map(Value::as_object_mut) {
                         default(p, "protocol", json!("TCP"));
@@ -56,30 +86,158 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
                 }
             }
         }
-        ("apps", "Deployment") => default_deployment(obj),
+        ("", "Pod") => {
+            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                default_pod_spec(spec);
+                default(spec, "enableServiceLinks", json!(true));
+            }
+        }
+        ("", "PodTemplate") => default_template(obj.get_mut("template")),
+        ("", "ReplicationController") => {
+            if let Some(spec) = obj_mut(obj, "spec") {
+                default(spec, "replicas", json!(1));
+                // The selector and labels default to the template's labels.
+                if let Some(labels) = spec
+                    .get("template")
+                    .and_then(|t| t.pointer("/metadata/labels"))
+                    .cloned()
+                {
+                    default(spec, "selector", labels);
+                }
+            }
+            default_template(obj.pointer_mut("/spec/template"));
+        }
+        ("apps", "Deployment") => {
+            if let Some(spec) = obj_mut(obj, "spec") {
+                default(spec, "replicas", json!(1));
+                default(spec, "revisionHistoryLimit", json!(10));
+                default(spec, "progressDeadlineSeconds", json!(600));
+                default(spec, "strategy", json!({}));
+                if let Some(st) = spec.get_mut("strategy").and_then(Value::as_object_mut) {
+                    default(st, "type", json!("RollingUpdate"));
+                    if st.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+                        default(st, "rollingUpdate", json!({}));
+                        if let Some(ru) = st.get_mut("rollingUpdate").and_then(Value::as_object_mut)
+                        {
+                            default(ru, "maxUnavailable", json!("25%"));
+                            default(ru, "maxSurge", json!("25%"));
+                        }
+                    }
+                }
+            }
+            default_template(obj.pointer_mut("/spec/template"));
+        }
+        ("apps", "ReplicaSet") => {
+            if let Some(spec) = obj_mut(obj, "spec") {
+                default(spec, "replicas", json!(1));
+            }
+            default_template(obj.pointer_mut("/spec/template"));
+        }
+        ("apps", "StatefulSet") => {
+            if let Some(spec) = obj_mut(obj, "spec") {
+                default(spec, "replicas", json!(1));
+                default(spec, "podManagementPolicy", json!("OrderedReady"));
+                default(spec, "revisionHistoryLimit", json!(10));
+                default(
+                    spec,
+                    "updateStrategy",
+                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "partition": 0}}),
+                );
+                default(
+                    spec,
+                    "persistentVolumeClaimRetentionPolicy",
+                    json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+                );
+            }
+            default_template(obj.pointer_mut("/spec/template"));
+        }
+        ("apps", "DaemonSet") => {
+            if let Some(spec) = obj_mut(obj, "spec") {
+                default(spec, "revisionHistoryLimit", json!(10));
+                default(
+                    spec,
+                    "updateStrategy",
+                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+                );
+            }
+            default_template(obj.pointer_mut("/spec/template"));
+        }
+        ("batch", "Job") => {
+            if let Some(spec) = obj_mut(obj, "spec") {
+                default_job_spec(spec);
+            }
+            default_template(obj.pointer_mut("/spec/template"));
+        }
+        ("batch", "CronJob") => {
+            if let Some(spec) = obj_mut(obj, "spec") {
+                default(spec, "concurrencyPolicy", json!("Allow"));
+                default(spec, "suspend", json!(false));
+                default(spec, "successfulJobsHistoryLimit", json!(3));
+                default(spec, "failedJobsHistoryLimit", json!(1));
+            }
+            default_template(obj.pointer_mut("/spec/jobTemplate/spec/template"));
+        }
         _ => {}
     }
 }
 
-fn default_deployment(obj: &mut Value) {
-    let Some(spec) = obj_mut(obj, "spec") else {
+/// The label every namespace carries (set by the server, not changeable).
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// `stringData` is write-only: its entries are folded into `data` (base64),
+/// overriding keys of the same name, and it is never stored.
+fn fold_string_data(obj: &mut Value) {
+    use base64::Engine;
+    let Some(m) = obj.as_object_mut() else {
         return;
     };
-    default(spec, "replicas", json!(1));
-    default(spec, "revisionHistoryLimit", json!(10));
-    default(spec, "progressDeadlineSeconds", json!(600));
-    default(
-        spec,
-        "strategy",
-        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
-    );
-    let Some(pod) = spec
-        .get_mut("template")
+    let Some(Value::Object(sd)) = m.remove("stringData") else {
+        return;
+    };
+    if sd.is_empty() {
+        return;
+    }
+    let data = m.entry("data").or_insert_with(|| json!({}));
+    if !data.is_object() {
+        *data = json!({});
+    }
+    if let Some(d) = data.as_object_mut() {
+        for (k, v) in sd {
+            let text = v.as_str().unwrap_or_default();
+            d.insert(
+                k,
+                json!(base64::engine::general_purpose::STANDARD.encode(text)),
+            );
+        }
+    }
+}
+
+fn default_job_spec(spec: &mut serde_json::Map<String, Value>) {
+    let has = |k: &str| spec.get(k).is_some_and(|v| !v.is_null());
+    if !has("completions") && !has("parallelism") {
+        spec.insert("completions".into(), json!(1));
+        spec.insert("parallelism".into(), json!(1));
+    }
+    default(spec, "parallelism", json!(1));
+    default(spec, "backoffLimit", json!(6));
+    default(spec, "completionMode", json!("NonIndexed"));
+    default(spec, "suspend", json!(false));
+    default(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
+    default(spec, "manualSelector", json!(false));
+}
+
+/// Defaults of a pod template (`spec.template` of the workload kinds).
+fn default_template(t: Option<&mut Value>) {
+    if let Some(spec) = t
         .and_then(|t| t.get_mut("spec"))
         .and_then(Value::as_object_mut)
-    else {
-        return;
-    };
+    {
+        default_pod_spec(spec);
+    }
+}
+
+/// `SetDefaults_PodSpec` and `SetDefaults_Container` (core/v1).
+fn default_pod_spec(pod: &mut serde_json::Map<String, Value>) {
     default(pod, "restartPolicy", json!("Always"));
     default(pod, "terminationGracePeriodSeconds", json!(30));
     default(pod, "dnsPolicy", json!("ClusterFirst"));
@@ -90,25 +248,142 @@ fn default_deployment(obj: &mut Value) {
             continue;
         };
         for c in cs.iter_mut().filter_map(Value::as_object_mut) {
-            let image = c.get("image").and_then(Value::as_str).unwrap_or("");
-            let last = image.rsplit('/').next().unwrap_or("");
-            let policy =
-                if image.contains('@') || (last.contains(':') && !last.ends_with(":latest")) {
-                    "IfNotPresent"
-                } else {
-                    "Always"
-                };
-            default(c, "imagePullPolicy", json!(policy));
-            default(c, "terminationMessagePath", json!("/dev/termination-log"));
-            default(c, "terminationMessagePolicy", json!("File"));
-            default(c, "resources", json!({}));
-            if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
-                for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-                    default(p, "protocol", json!("TCP"));
-                }
+            default_container(c);
+        }
+    }
+}
+
+fn default_container(c: &mut serde_json::Map<String, Value>) {
+    let image = c.get("image").and_then(Value::as_str).unwrap_or("");
+    let last = image.rsplit('/').next().unwrap_or("");
+    let policy = if image.contains('@') || (last.contains(':') && !last.ends_with(":latest")) {
+        "IfNotPresent"
+    } else {
+        "Always"
+    };
+    default(c, "imagePullPolicy", json!(policy));
+    default(c, "terminationMessagePath", json!("/dev/termination-log"));
+    default(c, "terminationMessagePolicy", json!("File"));
+    default(c, "resources", json!({}));
+    if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            default(p, "protocol", json!("TCP"));
+        }
+    }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if let Some(p) = c.get_mut(probe).and_then(Value::as_object_mut) {
+            default(p, "timeoutSeconds", json!(1));
+            default(p, "periodSeconds", json!(10));
+            default(p, "successThreshold", json!(1));
+            default(p, "failureThreshold", json!(3));
+            if let Some(h) = p.get_mut("httpGet").and_then(Value::as_object_mut) {
+                default(h, "path", json!("/"));
+                default(h, "scheme", json!("HTTP"));
             }
         }
     }
+    if let Some(env) = c.get_mut("env").and_then(Value::as_array_mut) {
+        for e in env.iter_mut() {
+            if let Some(f) = e
+                .pointer_mut("/valueFrom/fieldRef")
+                .and_then(Value::as_object_mut)
+            {
+                default(f, "apiVersion", json!("v1"));
+            }
+        }
+    }
+}
+
+/// Namespaces kube-apiserver never lets go (the NamespaceLifecycle plugin).
+const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
+/// Refuse deletes the real server refuses before anything else happens.
+pub fn check_delete(def: &ResourceDef, name: &str) -> Result<(), ApiError> {
+    if def.group.is_empty() && def.kind == "Namespace" && IMMORTAL_NAMESPACES.contains(&name) {
+        let mut e = ApiError::forbidden(format!(
+            "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+        ));
+        e.name = Some(name.to_string());
+        e.kind = Some("namespaces".into());
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// What an update keeps from the stored object although the body omits it
+/// (allocated Service IPs and node ports, as the Service REST does).
+pub fn prepare_update(def: &ResourceDef, old: &Value, new: &mut Value) {
+    if !(def.group.is_empty() && def.kind == "Service") {
+        return;
+    }
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for k in [
+        "clusterIP",
+        "clusterIPs",
+        "ipFamilies",
+        "ipFamilyPolicy",
+        "internalTrafficPolicy",
+    ] {
+        if spec
+            .get(k)
+            .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
+            && let Some(v) = old.pointer(&format!("/spec/{k}"))
+        {
+            spec.insert(k.into(), v.clone());
+        }
+    }
+    let old_ports = old
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            if p.get("nodePort").is_some_and(|v| !v.is_null()) {
+                continue;
+            }
+            let same = old_ports
+                .iter()
+                .find(|o| o.get("port") == p.get("port") && o.get("protocol") == p.get("protocol"));
+            if let Some(np) = same.and_then(|o| o.get("nodePort")) {
+                p.insert("nodePort".into(), np.clone());
+            }
+        }
+    }
+}
+
+/// Objects kube-apiserver creates at start beyond the system namespaces:
+/// `default/kubernetes`, the Service of the API server itself, which holds
+/// the first address of the service range.
+pub fn bootstrap_objects() -> Vec<(&'static str, String, Value)> {
+    vec![(
+        "/services",
+        "default/kubernetes".into(),
+        json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "kubernetes",
+                "namespace": "default",
+                "uid": uuid::Uuid::new_v4().to_string(),
+                "creationTimestamp": crate::meta::now_rfc3339(),
+                "labels": {"component": "apiserver", "provider": "kubernetes"},
+            },
+            "spec": {
+                "clusterIP": "10.96.0.1",
+                "clusterIPs": ["10.96.0.1"],
+                "internalTrafficPolicy": "Cluster",
+                "ipFamilies": ["IPv4"],
+                "ipFamilyPolicy": "SingleStack",
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+                "sessionAffinity": "None",
+                "type": "ClusterIP",
+            },
+            "status": {"loadBalancer": {}},
+        }),
+    )]
 }
 
 /// What a create does beyond metadata (status resets, allocated fields).
@@ -144,6 +419,7 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError
                     default(spec, "ipFamilyPolicy", json!("SingleStack"));
                     default(spec, "internalTrafficPolicy", json!("Cluster"));
                 }
+                allocate_node_ports(spec);
             }
             if let Some(m) = obj.as_object_mut() {
                 m.insert("status".into(), json!({"loadBalancer": {}}));
@@ -154,6 +430,7 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError
                 m.insert("status".into(), json!({}));
             }
         }
+        ("batch", "Job") => generate_job_selector(obj),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             prepare_crd(obj)?;
             let mut f = crate::meta::finalizers(obj);
@@ -173,6 +450,56 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError
     Ok(())
 }
 
+fn allocate_node_ports(spec: &mut serde_json::Map<String, Value>) {
+    let ty = spec.get("type").and_then(Value::as_str).unwrap_or("");
+    if ty != "NodePort" && ty != "LoadBalancer" {
+        return;
+    }
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            if p.get("nodePort").and_then(Value::as_u64).unwrap_or(0) == 0 {
+                let n = NEXT_NODE_PORT.fetch_add(1, Ordering::Relaxed) % 2768;
+                p.insert("nodePort".into(), json!(30000 + n));
+            }
+        }
+    }
+}
+
+/// A Job without `manualSelector: true` selects its pods by its own uid
+/// (the Job strategy's `generateSelector`); the uid is assigned here so the
+/// labels and `metadata.uid` agree.
+fn generate_job_selector(obj: &mut Value) {
+    if obj.pointer("/spec/manualSelector").and_then(Value::as_bool) == Some(true) {
+        return;
+    }
+    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert("manualSelector".into(), json!(false));
+    }
+    let uid = uuid::Uuid::new_v4().to_string();
+    let name = crate::meta::name(obj).unwrap_or_default().to_string();
+    crate::meta::meta_mut(obj).insert("uid".into(), json!(uid));
+    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert(
+            "selector".into(),
+            json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
+        );
+        if let Some(t) = spec.get_mut("template") {
+            let m = crate::meta::meta_mut(t);
+            let labels = m.entry("labels").or_insert_with(|| json!({}));
+            if let Some(l) = labels.as_object_mut() {
+                for (k, v) in [
+                    ("batch.kubernetes.io/controller-uid", &uid),
+                    ("batch.kubernetes.io/job-name", &name),
+                    ("controller-uid", &uid),
+                    ("job-name", &name),
+                ] {
+                    l.insert(k.into(), json!(v));
+                }
+            }
+        }
+    }
+}
+
 fn crd_invalid(name: &str, field: &str, message: String) -> ApiError {
     ApiError::invalid(
         "apiextensions.k8s.io",
@@ -190,6 +517,15 @@ fn crd_invalid(name: &str, field: &str, message: String) -> ApiError {
 /// do at once (`NamesAccepted`, `Established`): there is no delay here.
 pub fn prepare_crd(obj: &mut Value) -> Result<ResourceDef, ApiError> {
     let name = crate::meta::name(obj).unwrap_or_default().to_string();
+    let causes = crate::validation::crd::check(obj);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            &name,
+            causes,
+        ));
+    }
     let def = def_from_crd(obj).map_err(|m| {
         let (field, msg) = m.split_once(": ").unwrap_or(("spec", m.as_str()));
         crd_invalid(&name, field, msg.to_string())
@@ -267,7 +603,8 @@ mod tests {
     fn crd_gets_established_and_cleanup_finalizer() {
         let mut crd = json!({"metadata": {"name": "widgets.example.com"}, "spec": {
             "group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": true, "storage": true}]}});
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
         let d = prepare_crd(&mut crd).unwrap();
         assert_eq!(d.kind, "Widget");
         let crd_def = builtins()
@@ -284,7 +621,8 @@ mod tests {
     fn crd_name_must_match_plural_and_group() {
         let mut crd = json!({"metadata": {"name": "wrong"}, "spec": {
             "group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": true, "storage": true}]}});
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
         let e = prepare_crd(&mut crd).unwrap_err();
         assert_eq!(e.code, 422);
         assert_eq!(e.causes[0].field, "metadata.name");

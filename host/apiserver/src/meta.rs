@@ -105,45 +105,6 @@ pub fn generate_name(prefix: &str) -> String {
     format!("{p}{suffix}")
 }
 
-/// RFC 1123 subdomain (most object names).
-pub fn check_subdomain(name: &str) -> Option<Cause> {
-    let ok = !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        });
-    (!ok).then(|| Cause {
-        reason: "FieldValueInvalid",
-        field: "metadata.name".into(),
-        message: format!(
-            "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-        ),
-    })
-}
-
-/// RFC 1123 label (namespaces, services).
-pub fn check_label(name: &str) -> Option<Cause> {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    (!ok).then(|| Cause {
-        reason: "FieldValueInvalid",
-        field: "metadata.name".into(),
-        message: format!(
-            "Invalid value: \"{name}\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-        ),
-    })
-}
-
 /// `metadata.ownerReferences`: at most one reference may be the controller,
 /// as kube-apiserver's `ValidateOwnerReferences` enforces. Controllers rely on
 /// this: a server-side apply that would add a second controller reference to
@@ -180,63 +141,10 @@ pub fn check_owner_references(obj: &Value) -> Vec<Cause> {
     }]
 }
 
-/// Label keys and values (`metadata.labels`).
-pub fn check_labels(obj: &Value) -> Vec<Cause> {
-    let mut out = Vec::new();
-    let Some(labels) = meta(obj).and_then(|m| m.get("labels")) else {
-        return out;
-    };
-    let Some(labels) = labels.as_object() else {
-        if !labels.is_null() {
-            out.push(Cause {
-                reason: "FieldValueInvalid",
-                field: "metadata.labels".into(),
-                message: "Invalid value: must be a map of strings".into(),
-            });
-        }
-        return out;
-    };
-    let name_ok = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 63
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
-    };
-    for (k, v) in labels {
-        let key_name = k.rsplit_once('/').map_or(k.as_str(), |(_, n)| n);
-        if !name_ok(key_name) {
-            out.push(Cause {
-                reason: "FieldValueInvalid",
-                field: "metadata.labels".into(),
-                message: format!("Invalid value: \"{k}\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
-            });
-        }
-        match v.as_str() {
-            Some(s) if s.is_empty() || name_ok(s) => {}
-            _ => out.push(Cause {
-                reason: "FieldValueInvalid",
-                field: "metadata.labels".into(),
-                message: format!("Invalid value: {v}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
-            }),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn name_rules() {
-        assert!(check_subdomain("a.b-c").is_none());
-        assert!(check_subdomain("Bad").is_some());
-        assert!(check_label("a.b").is_some());
-        assert!(check_label("ok-1").is_none());
-    }
 
     #[test]
     fn generated_names_keep_prefix() {
@@ -262,11 +170,5 @@ mod tests {
             "{}",
             causes[0].message
         );
-    }
-
-    #[test]
-    fn label_values_are_checked() {
-        let o = json!({"metadata": {"labels": {"a": "ok", "b": "not ok"}}});
-        assert_eq!(check_labels(&o).len(), 1);
     }
 }

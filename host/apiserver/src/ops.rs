@@ -26,6 +26,8 @@ pub struct Target<'a> {
     pub subresource: Option<&'a str>,
     pub dry_run: bool,
     pub manager: &'a str,
+    /// `fieldValidation` of the request, and the warnings decoding produced.
+    pub decoding: &'a crate::validation::Decoding,
 }
 
 impl Target<'_> {
@@ -137,26 +139,19 @@ fn check_namespace(app: &App, t: &Target<'_>, name: &str) -> Result<(), ApiError
     }
 }
 
-fn check_name(t: &Target<'_>, name: &str) -> Result<(), ApiError> {
-    let cause = match (t.def.group.as_str(), t.def.resource.as_str()) {
-        ("", "namespaces") | ("", "services") => meta::check_label(name),
-        _ => meta::check_subdomain(name),
-    };
-    match cause {
-        Some(c) => Err(invalid(t, name, vec![c])),
-        None => Ok(()),
-    }
-}
-
-/// Schema validation and pruning for custom resources; label and owner
-/// reference checks for all.
-fn validate(t: &Target<'_>, name: &str, obj: &mut Value) -> Result<(), ApiError> {
-    let mut causes = meta::check_labels(obj);
-    causes.extend(meta::check_owner_references(obj));
-    if t.def.custom
-        && let Some(schema) = t.def.schemas.get(t.version)
-    {
-        causes.extend(crate::validation::validate_and_prune(obj, schema));
+/// Validation of the defaulted object (`old`: the stored one on updates).
+fn validate(
+    app: &App,
+    t: &Target<'_>,
+    name: &str,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    let mut causes = crate::validation::validate(t.def, t.version, name, obj, old);
+    if t.def.custom {
+        causes.extend(crate::validation::scale_replicas_causes(
+            &app.store, t.def, t.version, obj,
+        ));
     }
     if causes.is_empty() {
         Ok(())
@@ -190,6 +185,7 @@ pub fn create(
     managed: bool,
 ) -> Result<Arc<Value>, ApiError> {
     check_identity(t, &mut obj)?;
+    crate::validation::decode(t.def, t.version, &mut obj, t.decoding)?;
     let m = meta_mut(&mut obj);
     let name = match m
         .get("name")
@@ -220,7 +216,6 @@ pub fn create(
             }
         },
     };
-    check_name(t, &name)?;
     check_namespace(app, t, &name)?;
     scrub_system_metadata(&mut obj);
     if !managed {
@@ -228,11 +223,14 @@ pub fn create(
     }
     kinds::apply_defaults(t.def, &mut obj);
     kinds::prepare_create(t.def, &mut obj)?;
-    validate(t, &name, &mut obj)?;
+    validate(app, t, &name, &obj, None)?;
     let now = meta::now_rfc3339();
     {
         let m = meta_mut(&mut obj);
-        m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        // prepare_create may have assigned it (a Job's selector names it).
+        if !m.contains_key("uid") {
+            m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        }
         m.insert("creationTimestamp".into(), json!(now));
         if t.def.has_generation {
             m.insert("generation".into(), json!(1));
@@ -242,6 +240,7 @@ pub fn create(
         let mf = patching::track(None, &obj, t.def, t.version, t.manager, t.subresource, &now);
         set_managed_fields(&mut obj, mf);
     }
+    crate::validation::check_storable(t.def, t.namespace, &name, &obj)?;
     if t.dry_run {
         return Ok(Arc::new(obj));
     }
@@ -323,6 +322,7 @@ pub fn write_existing(
     managed: bool,
 ) -> Result<Arc<Value>, ApiError> {
     check_identity(t, &mut new)?;
+    crate::validation::decode(t.def, t.version, &mut new, t.decoding)?;
     let q = t.def.qualified();
     if let Some(n) = meta::name(&new)
         && n != name
@@ -416,7 +416,8 @@ pub fn write_existing(
         }
     }
     kinds::apply_defaults(t.def, &mut new);
-    validate(t, name, &mut new)?;
+    kinds::prepare_update(t.def, old, &mut new);
+    validate(app, t, name, &new, Some(old))?;
     if t.def.key() == "apiextensions.k8s.io/customresourcedefinitions" && t.subresource.is_none() {
         let status = old.get("status").cloned();
         kinds::prepare_crd(&mut new)?;
@@ -457,6 +458,7 @@ pub fn write_existing(
         );
         set_managed_fields(&mut new, mf);
     }
+    crate::validation::check_storable(t.def, t.namespace, name, &new)?;
     if t.dry_run {
         return Ok(Arc::new(new));
     }
@@ -524,6 +526,7 @@ pub fn patch(
                 if t.subresource.is_some() {
                     return Err(ApiError::not_found(t.def.qualified(), name));
                 }
+                crate::validation::check_apply_config(t.def, t.version, t.namespace, name, body)?;
                 let mut applied = body.clone();
                 check_identity(t, &mut applied)?;
                 if meta::name(&applied) != Some(name) {
@@ -540,6 +543,7 @@ pub fn patch(
             }
             (_, None) => return Err(ApiError::not_found(t.def.qualified(), name)),
             (PatchKind::Apply, Some(old)) => {
+                crate::validation::check_apply_config(t.def, t.version, t.namespace, name, body)?;
                 let now = meta::now_rfc3339();
                 let new = patching::apply(
                     Some(&old),
@@ -579,6 +583,7 @@ pub fn delete(
 ) -> Result<Deleted, ApiError> {
     let q = t.def.qualified();
     let key = t.key(name);
+    kinds::check_delete(t.def, name)?;
     loop {
         let old = app
             .store

@@ -201,6 +201,11 @@ fn bootstrap(app: &App) {
             .store
             .commit("/namespaces", &key, Expect::Absent, Some(obj));
     }
+    for (resource, key, obj) in crate::kinds::bootstrap_objects() {
+        if app.store.get(resource, &key).is_none() {
+            let _ = app.store.commit(resource, &key, Expect::Absent, Some(obj));
+        }
+    }
 }
 
 async fn accept_loop(

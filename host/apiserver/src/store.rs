@@ -144,6 +144,8 @@ pub struct Page {
     pub items: Vec<Arc<Value>>,
     /// Key of the last returned item when more items follow.
     pub more_after: Option<String>,
+    /// How many matching items follow this page (`remainingItemCount`).
+    pub remaining: u64,
 }
 
 impl Store {
@@ -429,6 +431,7 @@ impl Store {
         let mut items = Vec::new();
         let mut last_key: Option<&str> = None;
         let mut more_after = None;
+        let mut remaining = 0;
         loop {
             let next = match (cur.peek(), ov.peek()) {
                 (Some(a), Some(b)) => {
@@ -448,6 +451,9 @@ impl Store {
             }
             if limit > 0 && items.len() == limit {
                 more_after = last_key.map(str::to_string);
+                remaining = 1
+                    + cur.by_ref().filter(|(_, v)| keep(v)).count() as u64
+                    + ov.by_ref().filter(|(_, v)| keep(v)).count() as u64;
                 break;
             }
             items.push(v.clone());
@@ -457,6 +463,7 @@ impl Store {
             rv,
             items,
             more_after,
+            remaining,
         })
     }
 
