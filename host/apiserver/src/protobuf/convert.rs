@@ -51,6 +51,19 @@ pub fn to_message(
     }
     let obj = v.as_object().ok_or_else(|| wrong(path, "an object", v))?;
     let mut m = DynamicMessage::new(desc.clone());
+    // Embedded structs: their fields sit in this object in JSON.
+    for fd in desc.fields().filter(|fd| s.is_inline(fd)) {
+        let Kind::Message(inner) = fd.kind() else {
+            continue;
+        };
+        let part: Map<String, Value> = obj
+            .iter()
+            .filter(|(k, _)| s.field_for_json(desc, k).is_none() && s.accepts(&inner, k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let sub = to_message(s, &inner, &Value::Object(part), path)?;
+        m.set_field(&fd, PValue::Message(sub));
+    }
     for (key, val) in obj {
         let Some(fd) = s.field_for_json(desc, key) else {
             if !path.is_empty() || (key != "apiVersion" && key != "kind") {
@@ -215,6 +228,12 @@ pub fn to_json(
                     obj.insert(ks, v);
                 }
                 Value::Object(obj)
+            }
+            PValue::Message(_) if s.is_inline(&fd) => {
+                if let Value::Object(fields) = single_to_json(s, &value, path, embedded)? {
+                    out.extend(fields);
+                }
+                continue;
             }
             PValue::Message(_) => single_to_json(s, &value, &p, embedded)?,
             scalar => {

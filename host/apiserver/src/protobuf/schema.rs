@@ -32,6 +32,8 @@ pub struct Schema {
     json_names: HashMap<String, String>,
     /// (message full name, JSON name) → field name, where they differ.
     by_json: HashMap<(String, String), String>,
+    /// Embedded structs whose fields JSON puts in the parent (field full names).
+    inline: HashSet<String>,
 }
 
 static SCHEMA: OnceLock<Result<Schema, String>> = OnceLock::new();
@@ -51,6 +53,7 @@ impl Schema {
         let mut omit_zero = HashSet::new();
         let mut json_names = HashMap::new();
         let mut by_json = HashMap::new();
+        let mut inline = HashSet::new();
         for line in INDEX.lines() {
             let words: Vec<&str> = line.split(' ').collect();
             match words.as_slice() {
@@ -63,6 +66,9 @@ impl Schema {
                 }
                 ["omitempty", field] => {
                     omit_zero.insert(field.to_string());
+                }
+                ["inline", field] => {
+                    inline.insert(field.to_string());
                 }
                 ["json", field, name] => {
                     let (message, proto_name) = field
@@ -83,6 +89,7 @@ impl Schema {
             omit_zero,
             json_names,
             by_json,
+            inline,
         })
     }
 
@@ -118,6 +125,21 @@ impl Schema {
         self.json_names
             .get(fd.full_name())
             .map_or(fd.name(), String::as_str)
+    }
+
+    /// Whether JSON flattens this (message) field into its parent.
+    pub fn is_inline(&self, fd: &FieldDescriptor) -> bool {
+        self.inline.contains(fd.full_name())
+    }
+
+    /// Whether a JSON key of `desc` belongs to it, directly or through an
+    /// inline field.
+    pub fn accepts(&self, desc: &MessageDescriptor, key: &str) -> bool {
+        self.field_for_json(desc, key).is_some()
+            || desc.fields().any(|fd| {
+                self.is_inline(&fd)
+                    && matches!(fd.kind(), prost_reflect::Kind::Message(m) if self.accepts(&m, key))
+            })
     }
 
     /// The field a JSON key names.

@@ -34,7 +34,8 @@ pub enum Special {
     /// (`RawExtension`, `FieldsV1`, the CRD schema's `JSON`).
     Raw,
     /// A `[]string` type of its own (`Verbs`, `ExtraValue`): one repeated
-    /// field `items`, a JSON array.
+    /// string field `items`, a JSON array (message lists such as
+    /// `DownwardAPIProjection.items` are ordinary objects).
     StringList,
 }
 
@@ -50,7 +51,11 @@ pub fn special(desc: &MessageDescriptor) -> Option<Special> {
         _ => {
             let mut fields = desc.fields();
             let only = fields.next()?;
-            if fields.next().is_some() || only.name() != "items" || !only.is_list() {
+            if fields.next().is_some()
+                || only.name() != "items"
+                || !only.is_list()
+                || only.kind() != prost_reflect::Kind::String
+            {
                 return None;
             }
             Special::StringList

@@ -193,7 +193,7 @@ fn realistic_objects_survive_protobuf() {
             "preconditions": {"uid": "u", "resourceVersion": "3"}, "dryRun": ["All"], "gracePeriodSeconds": 0}),
         json!({"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": meta("db-1"),
             "data": {"spec": {"template": {"metadata": {"labels": {"a": "b"}}}}}, "revision": 1}),
-        json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
+        json!({"apiVersion": "v1", "kind": "List", "metadata": {},
             "items": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}]}),
     ];
     for obj in objects {
@@ -261,6 +261,13 @@ fn synthetic(s: &schema::Schema, desc: &MessageDescriptor, depth: usize) -> Valu
                 None => continue,
             }
         };
+        if s.is_inline(&fd) {
+            // Embedded structs: their fields sit in this object.
+            if let Value::Object(fields) = v {
+                out.extend(fields);
+            }
+            continue;
+        }
         out.insert(s.json_name(&fd).to_string(), v);
     }
     Value::Object(out)
@@ -325,7 +332,7 @@ fn custom_resources_and_garbage_are_refused() {
 
 /// `null` and absent are the same to every Kubernetes client; Go writes
 /// `null` for nil slices and zero times where protobuf has nothing. Numbers
-/// compare as numbers (`1` and `1.0`).
+/// compare as numbers (`1` and `1.0`), to 12 digits.
 fn normalized(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
@@ -335,8 +342,36 @@ fn normalized(v: &Value) -> Value {
                 .collect(),
         ),
         Value::Array(a) => Value::Array(a.iter().map(normalized).collect()),
-        Value::Number(n) => n.as_f64().map_or(v.clone(), |f| json!(f)),
+        // 12 significant digits: serde_json's default float parser may be one
+        // unit in the last place off Go's shortest representation.
+        Value::Number(n) => n.as_f64().map_or(v.clone(), |f| json!(format!("{f:.11e}"))),
         other => other.clone(),
+    }
+}
+
+/// Where two JSON values first differ, for readable failures.
+fn first_diff(a: &Value, b: &Value, path: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for k in x.keys().chain(y.keys()) {
+                let p = format!("{path}/{k}");
+                match (x.get(k), y.get(k)) {
+                    (Some(u), Some(v)) => {
+                        if let Some(d) = first_diff(u, v, &p) {
+                            return Some(d);
+                        }
+                    }
+                    (u, v) => return Some(format!("{p}: {u:?} vs {v:?}")),
+                }
+            }
+            None
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (u, v))| first_diff(u, v, &format!("{path}/{i}"))),
+        _ => (a != b).then(|| format!("{path}: {a} vs {b}")),
     }
 }
 
@@ -374,17 +409,19 @@ fn every_kind_decodes_as_go_marshals_it() {
             .unwrap();
             let want = normalized(&f["json"]);
             let got = decode(&pb).unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert_eq!(
-                normalized(&got),
-                want,
-                "{what}: decoded protobuf differs from Go's JSON"
+            let got = normalized(&got);
+            assert!(
+                got == want,
+                "{what}: decoded protobuf differs from Go's JSON at {:?}",
+                first_diff(&got, &want, "")
             );
             let again = decode(&encode(&f["json"]).unwrap_or_else(|e| panic!("{what}: {e}")))
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert_eq!(
-                normalized(&again),
-                want,
-                "{what}: Go's JSON did not survive encoding"
+            let again = normalized(&again);
+            assert!(
+                again == want,
+                "{what}: Go's JSON did not survive encoding at {:?}",
+                first_diff(&again, &want, "")
             );
             total += 1;
         }

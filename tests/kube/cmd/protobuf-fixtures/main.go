@@ -3,7 +3,9 @@
 // object with random values (Kubernetes' own fuzzer functions), and prints
 // what Go makes of it, one JSON line per kind:
 //
-//	{"apiVersion": …, "kind": …, "protobuf": "<base64 of k8s\0 + Unknown>", "json": <json.Marshal>}
+//	{"apiVersion": …, "kind": …, "protobuf": "<base64 of k8s\0 + Unknown>", "json": …}
+//
+// where "json" is json.Marshal of the object Go decodes from those bytes.
 //
 // host/apiserver/tests/protobuf_go.rs decodes each protobuf with the Rust
 // codec and compares with Go's JSON. Usage: go run ./cmd/protobuf-fixtures SEED
@@ -106,7 +108,14 @@ func main() {
 			fmt.Fprintf(os.Stderr, "skip %s: no protobuf: %v\n", gvk, err)
 			continue
 		}
-		j, err := json.Marshal(obj)
+		// What a server makes of these bytes: Go's decoder, then its JSON.
+		decoded, _, err := pb.Decode(buf.Bytes(), nil, nil)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "skip %s: protobuf does not decode: %v\n", gvk, err)
+			continue
+		}
+		decoded.GetObjectKind().SetGroupVersionKind(gvk)
+		j, err := json.Marshal(decoded)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "skip %s: no JSON: %v\n", gvk, err)
 			continue
