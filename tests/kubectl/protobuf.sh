@@ -57,7 +57,7 @@ out=$(k create service clusterip web --tcp 80:8080 2>&1 || true)
 expect "create service clusterip" "^service/web created$" "$out"
 out=$(k get service web -o jsonpath='{.spec.ports[0].port} {.spec.ports[0].targetPort} {.spec.selector.app}')
 expect "the service keeps its int-or-string target port" "^80 8080 web$" "$out"
-out=$(k create role reader --verb get,list --resource pods,deployments.apps 2>&1 || true)
+out=$(k create role reader --verb get,list --resource configmaps,deployments.apps 2>&1 || true)
 expect "create role" "^role.rbac.authorization.k8s.io/reader created$" "$out"
 out=$(k get role reader -o jsonpath='{.rules[1].apiGroups[0]}/{.rules[1].resources[0]}: {.rules[1].verbs}')
 expect "the role's rules are stored" '^apps/deployments: \["get","list"\]$' "$out"
@@ -65,7 +65,7 @@ out=$(k create rolebinding reader --role reader --user jane --serviceaccount def
 expect "create rolebinding" "^rolebinding.rbac.authorization.k8s.io/reader created$" "$out"
 out=$(k get rolebinding reader -o jsonpath='{.roleRef.kind}/{.roleRef.name} {.subjects[*].name}')
 expect "the binding is stored" "^Role/reader (jane default|default jane)$" "$out"
-out=$(k create clusterrole viewer --verb get --resource nodes 2>&1 || true)
+out=$(k create clusterrole viewer --verb get --resource namespaces 2>&1 || true)
 expect "create clusterrole" "^clusterrole.rbac.authorization.k8s.io/viewer created$" "$out"
 out=$(k create serviceaccount robot 2>&1 || true)
 expect "create serviceaccount" "^serviceaccount/robot created$" "$out"
