@@ -296,11 +296,11 @@ fn single_to_json(
 #[derive(Clone, Copy)]
 enum SchemaUnion {
     /// `additionalProperties`: `false`/`true` or a schema.
-    OrBool,
+    Bool,
     /// `items`: a schema or an array of schemas.
-    OrArray,
+    Array,
     /// `dependencies` values: a schema or an array of property names.
-    OrStringArray,
+    StringArray,
 }
 
 impl SchemaUnion {
@@ -312,9 +312,9 @@ impl SchemaUnion {
             return None;
         }
         match desc.name() {
-            "JSONSchemaPropsOrBool" => Some(SchemaUnion::OrBool),
-            "JSONSchemaPropsOrArray" => Some(SchemaUnion::OrArray),
-            "JSONSchemaPropsOrStringArray" => Some(SchemaUnion::OrStringArray),
+            "JSONSchemaPropsOrBool" => Some(SchemaUnion::Bool),
+            "JSONSchemaPropsOrArray" => Some(SchemaUnion::Array),
+            "JSONSchemaPropsOrStringArray" => Some(SchemaUnion::StringArray),
             _ => None,
         }
     }
@@ -337,24 +337,24 @@ impl SchemaUnion {
             to_single(s, &schema_field.kind(), v, p)
         };
         match (self, v) {
-            (SchemaUnion::OrBool, Value::Bool(b)) => {
+            (SchemaUnion::Bool, Value::Bool(b)) => {
                 m.set_field(&Self::field(desc, "allows")?, PValue::Bool(*b));
             }
-            (SchemaUnion::OrBool, Value::Object(_)) => {
+            (SchemaUnion::Bool, Value::Object(_)) => {
                 m.set_field(&Self::field(desc, "allows")?, PValue::Bool(true));
                 m.set_field(&schema_field, schema(v, path)?);
             }
-            (SchemaUnion::OrArray | SchemaUnion::OrStringArray, Value::Object(_)) => {
+            (SchemaUnion::Array | SchemaUnion::StringArray, Value::Object(_)) => {
                 m.set_field(&schema_field, schema(v, path)?);
             }
-            (SchemaUnion::OrArray, Value::Array(items)) => {
+            (SchemaUnion::Array, Value::Array(items)) => {
                 let mut out = Vec::with_capacity(items.len());
                 for (i, item) in items.iter().enumerate() {
                     out.push(schema(item, &format!("{path}[{i}]"))?);
                 }
                 m.set_field(&Self::field(desc, "jSONSchemas")?, PValue::List(out));
             }
-            (SchemaUnion::OrStringArray, Value::Array(items)) => {
+            (SchemaUnion::StringArray, Value::Array(items)) => {
                 let mut out = Vec::with_capacity(items.len());
                 for (i, item) in items.iter().enumerate() {
                     let p = format!("{path}[{i}]");
@@ -363,7 +363,7 @@ impl SchemaUnion {
                 }
                 m.set_field(&Self::field(desc, "property")?, PValue::List(out));
             }
-            (SchemaUnion::OrBool, _) => return Err(wrong(path, "a boolean or a schema", v)),
+            (SchemaUnion::Bool, _) => return Err(wrong(path, "a boolean or a schema", v)),
             _ => return Err(wrong(path, "a schema or an array", v)),
         }
         Ok(m)
@@ -392,7 +392,7 @@ impl SchemaUnion {
                 .unwrap_or_default())
         };
         match self {
-            SchemaUnion::OrBool => {
+            SchemaUnion::Bool => {
                 if m.has_field(&schema_field) {
                     schema()
                 } else {
@@ -400,7 +400,7 @@ impl SchemaUnion {
                     Ok(Value::Bool(allows.unwrap_or(false)))
                 }
             }
-            SchemaUnion::OrArray => {
+            SchemaUnion::Array => {
                 let items = list("jSONSchemas")?;
                 if items.is_empty() {
                     return schema();
@@ -411,7 +411,7 @@ impl SchemaUnion {
                 }
                 Ok(Value::Array(out))
             }
-            SchemaUnion::OrStringArray => {
+            SchemaUnion::StringArray => {
                 let items = list("property")?;
                 if items.is_empty() {
                     return schema();
