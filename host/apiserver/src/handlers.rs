@@ -50,8 +50,15 @@ fn dropped() -> Response {
     r
 }
 
-/// Entry point for every request.
+/// Entry point for every request. Handlers answer in JSON; a client that
+/// prefers protobuf gets the answer re-encoded (`crate::protobuf::respond`).
 pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
+    let accept = crate::protobuf::Accept::from_headers(req.headers());
+    let resp = handle_json(app, req).await;
+    crate::protobuf::respond(accept, resp).await
+}
+
+async fn handle_json(app: Arc<App>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
     let query: Q = Query::<Q>::try_from_uri(&parts.uri)
@@ -224,11 +231,9 @@ fn decode(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
     if ct.contains("protobuf") {
-        return crate::protobuf::decode(bytes).map_err(|e| {
-            ApiError::unsupported_media(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml ({e})"
-            ))
-        });
+        // Custom resources included: the real server decodes their protobuf
+        // bodies and fails with 400 (protobuf cannot carry unstructured data).
+        return crate::protobuf::decode(bytes).map_err(|e| ApiError::bad_request(e.to_string()));
     }
     if ct.contains("cbor") {
         return Err(ApiError::unsupported_media(format!(
@@ -475,6 +480,9 @@ async fn execute(
             };
             let body = watch::watch(app.clone(), def.clone(), route.version.clone(), params);
             let mut r = Response::new(body);
+            r.extensions_mut().insert(crate::protobuf::WatchStream {
+                protobuf: !def.custom,
+            });
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),
