@@ -724,6 +724,8 @@ async fn scale(
         subresource: Some("scale"),
         dry_run: parse_dry_run(query, None)?,
         manager,
+        // Scale carries only replicas: nothing to decode strictly or warn about.
+        decoding: &crate::validation::SYSTEM,
     };
     let name = route.name.as_deref().unwrap_or("");
     let out = match verb {
