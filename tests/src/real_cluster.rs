@@ -167,6 +167,9 @@ impl RealCluster {
             g,
         )?;
         cluster.children.push(apiserver);
+        // kube-controller-manager gives up at once when the API server does
+        // not answer yet (seen on a loaded machine), so it starts after /readyz.
+        cluster.wait_for(Stage::ApiServer, Duration::from_secs(180))?;
         let kcm_kc = dir.join("kcm.kubeconfig").display().to_string();
         let kcm = spawn(
             Command::new(bin.join("kube-controller-manager")).args([
@@ -188,18 +191,19 @@ impl RealCluster {
             g,
         )?;
         cluster.children.push(kcm);
-        cluster.wait_ready(Duration::from_secs(180))?;
+        cluster.wait_for(Stage::ControllerManager, Duration::from_secs(120))?;
         cluster.start_secs = t0.elapsed().as_secs_f64();
         cluster.detached = opts.detach;
         Ok(cluster)
     }
 
-    /// Waits for `/readyz` and for the controller manager to have created the
-    /// `default` ServiceAccount (the sign that its controllers run).
-    fn wait_ready(&self, limit: Duration) -> Result<()> {
+    /// Waits for `stage`: the API server's `/readyz`, or the `default`
+    /// ServiceAccount, made by the controller manager (the sign that its
+    /// controllers run). Fails at once when a process of the cluster exited.
+    fn wait_for(&mut self, stage: Stage, limit: Duration) -> Result<()> {
         let kc = self.files.kubeconfig.clone();
         let dir = self.files.dir.clone();
-        let pgid = self.pgid;
+        let pids: Vec<u32> = self.children.iter().map(Child::id).collect();
         std::thread::spawn(move || -> Result<()> {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -207,33 +211,37 @@ impl RealCluster {
             rt.block_on(async move {
                 let client = admin_client(&kc).await?;
                 let until = Instant::now() + limit;
-                let mut last: String;
                 loop {
-                    if !group_alive(pgid)? {
+                    if let Some(pid) = pids.iter().find(|p| !process_alive(**p)) {
                         bail!(
-                            "the control plane exited during start; logs in {}",
+                            "a control plane process (pid {pid}) exited during start; logs in {}",
                             dir.display()
                         );
                     }
-                    let ready = client
-                        .request_text(http::Request::get("/readyz").body(Vec::new())?)
-                        .await;
-                    match ready {
-                        Ok(t) if t.trim() == "ok" => {
+                    let last = match stage {
+                        Stage::ApiServer => {
+                            match client
+                                .request_text(http::Request::get("/readyz").body(Vec::new())?)
+                                .await
+                            {
+                                Ok(t) if t.trim() == "ok" => return Ok(()),
+                                Ok(t) => t,
+                                Err(e) => e.to_string(),
+                            }
+                        }
+                        Stage::ControllerManager => {
                             let sa: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
                                 kube::Api::namespaced(client.clone(), "default");
                             match sa.get_opt("default").await {
                                 Ok(Some(_)) => return Ok(()),
-                                Ok(None) => last = "no default ServiceAccount yet".into(),
-                                Err(e) => last = e.to_string(),
+                                Ok(None) => "no default ServiceAccount yet".into(),
+                                Err(e) => e.to_string(),
                             }
                         }
-                        Ok(t) => last = t,
-                        Err(e) => last = e.to_string(),
-                    }
+                    };
                     if Instant::now() > until {
                         bail!(
-                            "control plane not ready after {limit:?} (last: {last}); logs in {}",
+                            "control plane not ready ({stage:?}) after {limit:?} (last: {last}); logs in {}",
                             dir.display()
                         );
                     }
@@ -374,6 +382,24 @@ fn spawn(cmd: &mut Command, log: &Path, pgid: Option<u32>) -> Result<Child> {
     cmd.process_group(pgid.map_or(0, |g| g as i32));
     cmd.spawn()
         .with_context(|| format!("starting {:?}", cmd.get_program()))
+}
+
+/// What [`RealCluster::wait_for`] waits for.
+#[derive(Debug, Clone, Copy)]
+enum Stage {
+    ApiServer,
+    ControllerManager,
+}
+
+/// Whether process `pid` runs (a zombie does not).
+fn process_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit_once(')')?.1.to_string();
+            rest.split_whitespace().next().map(|st| st != "Z")
+        })
+        .unwrap_or(false)
 }
 
 /// Whether any process of group `pgid` is alive (zombies excluded).

@@ -149,10 +149,12 @@ async fn static_site_happy_path() -> Result<()> {
         );
     }
 
-    // Parent deleted: children garbage-collected (on a real cluster by
-    // kube-controller-manager, asynchronously).
+    // Parent deleted: children garbage-collected. On a real cluster that is
+    // kube-controller-manager's garbage collector, which watches a kind of
+    // owner only after its next discovery resync (every 30 s) once the CRD is
+    // new, so this can take a minute there.
     sites.delete("web", &DeleteParams::default()).await?;
-    eventually("children collected", 30, || async {
+    eventually("children collected", 120, || async {
         let d = deployments
             .list(&ListParams::default())
             .await

@@ -200,7 +200,7 @@ async fn publish(env: &Env, port: &Port) -> Result<usize> {
     Ok(cms.len())
 }
 
-fn child_apis(env: &Env, ns: &str) -> Vec<Api<DynamicObject>> {
+fn child_apis(env: &Env, ns: &str) -> Vec<(Api<DynamicObject>, ApiResource)> {
     let ar = |group: &str, kind: &str, plural: &str| ApiResource {
         group: group.into(),
         version: "v1".into(),
@@ -217,8 +217,8 @@ fn child_apis(env: &Env, ns: &str) -> Vec<Api<DynamicObject>> {
         ar("", "Service", "services"),
         ar("", "ConfigMap", "configmaps"),
     ]
-    .iter()
-    .map(|ar| Api::namespaced_with(env.client.clone(), ns, ar))
+    .into_iter()
+    .map(|ar| (Api::namespaced_with(env.client.clone(), ns, &ar), ar))
     .collect()
 }
 
@@ -231,8 +231,13 @@ async fn stored_children(
 ) -> Result<BTreeMap<(String, String), Value>> {
     let uid = parent.metadata.uid.clone().context("parent without uid")?;
     let mut out = BTreeMap::new();
-    for api in child_apis(env, &port.namespace()) {
-        for obj in api.list(&ListParams::default()).await?.items {
+    for (api, ar) in child_apis(env, &port.namespace()) {
+        for mut obj in api.list(&ListParams::default()).await?.items {
+            // A real API server leaves apiVersion/kind out of list items.
+            obj.types.get_or_insert_with(|| kube::api::TypeMeta {
+                api_version: ar.api_version.clone(),
+                kind: ar.kind.clone(),
+            });
             let controlled = obj
                 .metadata
                 .owner_references
