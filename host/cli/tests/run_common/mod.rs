@@ -16,6 +16,10 @@ use anyhow::{Context, Result, bail};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_wasm-reconciler");
 
+/// The example parent's resource, fully qualified: on a shared real cluster
+/// other tests install StaticSite kinds under other groups.
+pub const SITE_RESOURCE: &str = "staticsites.examples.wasm-reconciler.dev";
+
 /// The namespace of the example and of the Lease: `default` on the embedded
 /// server, a namespace of the test's own on the shared real cluster.
 static TEST_NS: Mutex<String> = Mutex::new(String::new());
@@ -248,7 +252,7 @@ pub fn web_ready(kc: &Path) -> Option<String> {
             "-n",
             &test_ns(),
             "get",
-            "staticsite",
+            SITE_RESOURCE,
             "web",
             "-o",
             r#"jsonpath={.status.conditions[?(@.type=="Ready")].status}"#,
@@ -266,7 +270,7 @@ pub fn set_replicas(kc: &Path, n: u32) -> Result<()> {
             "-n",
             &test_ns(),
             "patch",
-            "staticsite",
+            SITE_RESOURCE,
             "web",
             "--type=merge",
             "-p",
