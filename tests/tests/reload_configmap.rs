@@ -640,7 +640,7 @@ async fn a_manifest_applied_before_its_chunks_is_refused_until_they_arrive() -> 
     let cms = wr_engine::chunked::to_configmaps(
         &big,
         "plugin",
-        "ns1",
+        &env.ns("ns1"),
         wr_engine::plugin_source::DEFAULT_KEY,
         wr_engine::chunked::PublishOptions::default(),
     )?;

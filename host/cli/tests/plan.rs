@@ -129,8 +129,9 @@ async fn plan_previews_real_components_against_the_live_state() -> Result<()> {
                                   "config": wc["spec"]["plugin"]["config"].clone()});
     env.create_controller(wc).await?;
     env.start_manager();
-    let sites: Api<DynamicObject> =
-        Api::namespaced_with(env.client.clone(), &env.ns("default"), &site_ar());
+    // The sites' namespace: `default`, or the test's own on a real cluster.
+    let ns = env.ns("default");
+    let sites: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), &ns, &site_ar());
     for name in SITES {
         let mut s = example("static-site/site.yaml")?;
         s["metadata"]["name"] = json!(name);
@@ -270,10 +271,7 @@ async fn plan_previews_real_components_against_the_live_state() -> Result<()> {
         let s = sites.get(name).await?;
         let pp = parent_plan(&p, name)?;
         ensure!(pp["result"] == "changes", "{pp}");
-        ensure!(
-            text.contains(&format!("\ndefault/{name}: changes")),
-            "{text}"
-        );
+        ensure!(text.contains(&format!("\n{ns}/{name}: changes")), "{text}");
         // Every child the site owns now would be deleted (none is named like the parent's ConfigMap).
         for (kind, o) in owned(&env, s.metadata.uid.as_deref().unwrap_or("")).await? {
             let cname = o.metadata.name.clone().unwrap_or_default();
@@ -290,7 +288,7 @@ async fn plan_previews_real_components_against_the_live_state() -> Result<()> {
             if expected == "delete" {
                 deletes += 1;
                 ensure!(
-                    text.contains(&format!("  - delete {kind} default/{cname}\n")),
+                    text.contains(&format!("  - delete {kind} {ns}/{cname}\n")),
                     "{text}"
                 );
             }
@@ -305,7 +303,7 @@ async fn plan_previews_real_components_against_the_live_state() -> Result<()> {
         ensure!(c["action"] == "create", "{c}");
         creates += 1;
         ensure!(
-            text.contains(&format!("  + create ConfigMap default/{name}\n")),
+            text.contains(&format!("  + create ConfigMap {ns}/{name}\n")),
             "{text}"
         );
         // Conditions: the plugin sets none, so every current one but Ready is dropped.
@@ -380,7 +378,7 @@ async fn plan_previews_real_components_against_the_live_state() -> Result<()> {
         &cache,
         &[
             format!("--plugin={}", static_site.display()),
-            "--parent=default/beta".into(),
+            format!("--parent={ns}/beta"),
             "-o=json".into(),
         ],
     )
@@ -400,7 +398,7 @@ async fn plan_previews_real_components_against_the_live_state() -> Result<()> {
         &cache,
         &[
             format!("--plugin={}", static_site.display()),
-            "--parent=default/nope".into(),
+            format!("--parent={ns}/nope"),
         ],
     )
     .await?;

@@ -83,7 +83,7 @@ async fn publish_apply_round_trips_18_mib_and_prune_removes_old_chunk_sets() -> 
     let mut env = Env::start_with_wasm().await?;
     env.namespace("ns1").await?;
     let kubeconfig = env.dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, env.server.kubeconfig_yaml())?;
+    env.server.write_kubeconfig(&kubeconfig)?;
     let real = wr_tests::plugins::plugin_bytes("static-site");
 
     // v1: 18 MiB, mostly incompressible: ~21 chunks.

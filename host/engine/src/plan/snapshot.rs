@@ -134,7 +134,17 @@ async fn list(
             what: format!("listing {}", ar.plural),
             source,
         })?;
-        out.extend(page.items);
+        // A real API server leaves apiVersion/kind out of list items (the
+        // list carries them); the plan compares and hands out whole objects.
+        out.extend(page.items.into_iter().map(|mut o| {
+            if o.types.is_none() {
+                o.types = Some(kube::api::TypeMeta {
+                    api_version: ar.api_version.clone(),
+                    kind: ar.kind.clone(),
+                });
+            }
+            o
+        }));
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => lp = lp.continue_token(&token),
             None => return Ok(out),
