@@ -155,6 +155,11 @@ impl RealCluster {
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_string(),
                 "--service-cluster-ip-range=10.0.0.0/24".to_string(),
                 "--authorization-mode=RBAC".to_string(),
+                // On top of the defaults, as OpenShift and many hardened clusters
+                // run it: setting `blockOwnerDeletion` on a child needs `update`
+                // on the owner's `finalizers` (the rule `wasm-reconciler rbac`
+                // grants for it is proven needed by host/cli/tests/real_rbac.rs).
+                "--enable-admission-plugins=OwnerReferencesPermissionEnforcement".to_string(),
                 // The default reconciler refuses a loopback advertise address;
                 // nothing here needs the `kubernetes` Service's endpoints.
                 "--endpoint-reconciler-type=none".to_string(),

@@ -10,6 +10,18 @@ use clap::{Parser, ValueEnum};
 /// Fixed seed of the short profile (CI): the same run every time.
 pub const SHORT_SEED: u64 = 7;
 
+/// Which API server the run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClusterKind {
+    /// `wasm-reconciler apiserver` as a process, with API faults.
+    Embedded,
+    /// A real kube-apiserver (`--kubeconfig`, or one started from `tests/kube`):
+    /// host SIGKILLs and leader kills only. API-level faults need the embedded
+    /// server's fault admin path, which a real API server does not have.
+    Real,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Profile {
     /// CI: about 3 minutes wall, fixed seed, every fault kind on.
@@ -27,6 +39,13 @@ pub struct Args {
     /// Defaults for a known run (explicit flags win).
     #[arg(long, value_enum)]
     pub profile: Option<Profile>,
+    /// The API server: the embedded one (default) or a real kube-apiserver.
+    #[arg(long, value_enum, default_value = "embedded")]
+    pub cluster: ClusterKind,
+    /// With `--cluster real`: the admin kubeconfig of a running cluster
+    /// (default: start one from `tests/kube` and stop it at the end).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
     /// The `wasm-reconciler` binary (default: $CARGO_TARGET_DIR or ./target, debug then release).
     #[arg(long)]
     pub bin: Option<PathBuf>,
@@ -79,6 +98,7 @@ pub struct Args {
 #[serde(rename_all = "camelCase")]
 pub struct Settings {
     pub profile: Option<String>,
+    pub cluster: ClusterKind,
     pub parents: usize,
     pub duration_secs: f64,
     pub seed: u64,
@@ -101,12 +121,28 @@ impl Args {
             None => (500, 120.0, None, 0.1, 10.0, 20.0, 2, 10, 20, 300),
         };
         let seed = self.seed.or(d.2).unwrap_or_else(rand::random);
+        let real = self.cluster == ClusterKind::Real;
+        if real && self.fault_rate.is_some_and(|r| r > 0.0) {
+            bail!(
+                "--fault-rate needs the embedded API server (its fault admin path); \
+                 with --cluster real the chaos is host SIGKILLs and leader kills only"
+            );
+        }
+        if self.kubeconfig.is_some() && !real {
+            bail!("--kubeconfig is for --cluster real");
+        }
         let s = Settings {
             profile: self.profile.map(|p| format!("{p:?}").to_lowercase()),
+            cluster: self.cluster,
             parents: self.parents.unwrap_or(d.0),
             duration_secs: self.duration.map(|x| x.as_secs_f64()).unwrap_or(d.1),
             seed,
-            fault_rate: self.fault_rate.unwrap_or(d.3),
+            // A real API server takes no injected faults (see ClusterKind::Real).
+            fault_rate: if real {
+                0.0
+            } else {
+                self.fault_rate.unwrap_or(d.3)
+            },
             ops_per_sec: self.ops_per_sec.unwrap_or(d.4),
             kill_every_secs: self.kill_every.unwrap_or(d.5),
             hosts: self.hosts.unwrap_or(d.6),
@@ -226,5 +262,23 @@ mod tests {
             .settings()
             .unwrap();
         assert_eq!((s.parents, s.seed), (500, 3));
+    }
+
+    #[test]
+    fn a_real_cluster_takes_no_api_faults() {
+        let s = Args::parse_from(["chaos", "--profile", "short", "--cluster", "real"])
+            .settings()
+            .unwrap();
+        assert_eq!((s.cluster, s.fault_rate), (ClusterKind::Real, 0.0));
+        assert!(
+            Args::parse_from(["chaos", "--cluster", "real", "--fault-rate", "0.1"])
+                .settings()
+                .is_err()
+        );
+        assert!(
+            Args::parse_from(["chaos", "--kubeconfig", "x"])
+                .settings()
+                .is_err()
+        );
     }
 }

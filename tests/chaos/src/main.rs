@@ -8,6 +8,7 @@
 //! and the replay command are printed); 2: the harness itself failed.
 
 mod args;
+mod cluster;
 mod desired;
 mod faultplan;
 mod invariants;
@@ -106,10 +107,17 @@ async fn run(args: Args) -> Result<bool> {
     std::fs::write(&v2, &v2_bytes)?;
 
     let wall = Instant::now();
-    let mut api = procs::start_apiserver(&bin, &dir, s.seed).await?;
-    let client = Client::try_from(kube::Config::new(api.url.parse()?))?;
+    let cluster = cluster::Cluster::start(&args, &bin, &dir, s.seed).await?;
+    let kubeconfig = cluster.kubeconfig().to_path_buf();
+    let client = cluster.client().await?;
+    if cluster.is_real() {
+        eprintln!(
+            "chaos: real cluster: host SIGKILLs and leader kills only (API faults need the embedded server)"
+        );
+        cluster::check_clean(&client).await?;
+    }
     setup::install_kinds(&client).await?;
-    if !setup::publish(&bin, &api.kubeconfig, &v1, 5).await? {
+    if !setup::publish(&bin, &kubeconfig, &v1, 5).await? {
         anyhow::bail!("publishing plugin version 1 failed (no faults yet)");
     }
     let hostile = (s.hostile_parents > 0).then_some(v1.as_path());
@@ -135,7 +143,7 @@ async fn run(args: Args) -> Result<bool> {
     let sup = tokio::spawn(supervisor::run(
         supervisor::Config {
             bin: bin.clone(),
-            kubeconfig: api.kubeconfig.clone(),
+            kubeconfig: kubeconfig.clone(),
             dir: dir.clone(),
             hosts: s.hosts,
             kill_every_secs: s.kill_every_secs,
@@ -159,15 +167,20 @@ async fn run(args: Args) -> Result<bool> {
         faultplan::set(&client, &faultplan::spec(s.fault_rate, Some(s.seed), 0)).await?;
     }
     kills_tx.send_replace(s.kill_every_secs > 0.0);
-    let ops = run_workload(&client, &s, &bin, &api.kubeconfig, &v2).await;
+    let ops = run_workload(&client, &s, &bin, &kubeconfig, &v2).await;
     let (ops, swap) = ops?;
 
     // Chaos off: faults, kills; the hosts keep running (restarted if killed).
     kills_tx.send_replace(false);
-    let faults = faultplan::injected(&client)
-        .await
-        .context("reading the injected faults")?;
-    faultplan::clear(&client).await.context("clearing faults")?;
+    let faults = if cluster.is_real() {
+        BTreeMap::new()
+    } else {
+        let f = faultplan::injected(&client)
+            .await
+            .context("reading the injected faults")?;
+        faultplan::clear(&client).await.context("clearing faults")?;
+        f
+    };
     let chaos_secs = chaos_start.elapsed().as_secs_f64();
     let cleared = Instant::now();
     eprintln!(
@@ -205,10 +218,23 @@ async fn run(args: Args) -> Result<bool> {
         quiet: (quiet_secs, after - before),
     });
     drop(st);
+    // A real cluster may be shared: the WasmControllers go while a host runs
+    // (it releases the parents), the rest once the hosts are stopped.
+    let cleanup = if cluster.is_real() {
+        cluster::delete_controllers(&client, 120).await
+    } else {
+        Ok(())
+    };
     let _ = stop_tx.send(true);
     let _ = sup.await;
-    let _ = api.child.start_kill();
-    let _ = api.child.wait().await;
+    let cleanup = match cleanup {
+        Ok(()) if cluster.is_real() => cluster::delete_the_rest(&client, 120).await,
+        other => other,
+    };
+    if let Err(e) = &cleanup {
+        eprintln!("chaos: cleaning up the real cluster failed: {e:#}");
+    }
+    cluster.stop().await;
 
     report::print(&rep);
     if let Some(path) = &args.report {
