@@ -15,7 +15,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::{Client, CustomResourceExt};
 use serde_json::{Value, json};
-use wr_apiserver::{RequestRecord, RunningServer};
+use wr_apiserver::{FaultHandle, RequestRecord, RunningServer};
 use wr_engine::{
     Manager, ManagerHandle, ManagerOptions, PluginError, PluginLoader, ReconcilePlugin,
     WasmController,
@@ -120,10 +120,76 @@ impl PluginLoader for TestLoader {
     }
 }
 
+/// The API server a test runs against: its own embedded one, or its session on
+/// the shared real control plane (`WR_TEST_CLUSTER=real`, see [`crate::target`]).
+pub enum TestServer {
+    /// The embedded API server of this test.
+    Embedded(RunningServer),
+    /// This test's turn on the shared real cluster.
+    Real(crate::target::RealSession),
+}
+
+impl TestServer {
+    /// Requests so far (since the last [`Self::clear_requests`]): the embedded
+    /// server's log, or the real one's audit log.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        match self {
+            TestServer::Embedded(s) => s.requests(),
+            TestServer::Real(r) => r
+                .requests()
+                .unwrap_or_else(|e| panic!("reading the audit log: {e:#}")),
+        }
+    }
+
+    /// Forgets the requests so far.
+    pub fn clear_requests(&self) {
+        match self {
+            TestServer::Embedded(s) => s.clear_requests(),
+            TestServer::Real(r) => r
+                .clear_requests()
+                .unwrap_or_else(|e| panic!("reading the audit log: {e:#}")),
+        }
+    }
+
+    /// The embedded server's fault injection. Tests that use it skip on the
+    /// real cluster first ([`crate::target::skip_on_real`]).
+    pub fn faults(&self) -> FaultHandle {
+        match self {
+            TestServer::Embedded(s) => s.faults(),
+            TestServer::Real(_) => panic!(
+                "fault injection needs the embedded API server; skip this test on the real cluster"
+            ),
+        }
+    }
+
+    /// The embedded server itself, when that is what runs.
+    pub fn embedded(&self) -> Option<&RunningServer> {
+        match self {
+            TestServer::Embedded(s) => Some(s),
+            TestServer::Real(_) => None,
+        }
+    }
+
+    /// Writes an admin kubeconfig for this server to `path`.
+    pub fn write_kubeconfig(&self, path: &std::path::Path) -> std::io::Result<()> {
+        match self {
+            TestServer::Embedded(s) => s.write_kubeconfig(path),
+            TestServer::Real(r) => std::fs::copy(&r.shared.kubeconfig, path).map(|_| ()),
+        }
+    }
+
+    /// Whether this is the real control plane.
+    pub fn is_real(&self) -> bool {
+        matches!(self, TestServer::Real(_))
+    }
+}
+
 /// A running test cluster plus (optionally) a running manager.
 pub struct Env {
-    /// The embedded API server.
-    pub server: RunningServer,
+    /// The API server (embedded, or the real one).
+    pub server: TestServer,
+    /// Admin client configuration of the server (for clients a test builds itself).
+    pub config: kube::Config,
     /// A client for the test's own reads and writes.
     pub client: Client,
     /// The engine's client (kube's built-in retry off, see `wr_engine::engine_config`).
@@ -210,11 +276,20 @@ pub async fn install_crd(client: &Client, crd: Value) -> Result<()> {
     let group = crd.spec.group.clone();
     let version = crd.spec.versions[0].name.clone();
     let plural = crd.spec.names.plural.clone();
-    api.create(&PostParams::default(), &crd)
-        .await
-        .context("creating CRD")?;
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    // Server-side apply: on the shared real cluster an earlier test may have
+    // installed it already.
+    api.patch(
+        &name,
+        &kube::api::PatchParams::apply("wr-tests").force(),
+        &kube::api::Patch::Apply(&crd),
+    )
+    .await
+    .with_context(|| format!("applying CRD {name}"))?;
     let gv: kube::core::GroupVersion = format!("{group}/{version}").parse()?;
-    eventually("CRD in discovery", 10, || {
+    // A real API server establishes a CRD asynchronously (names accepted,
+    // then discovery), which takes longer than the embedded one's.
+    eventually("CRD in discovery", 30, || {
         let client = client.clone();
         let gv = gv.clone();
         let plural = plural.clone();
@@ -234,11 +309,20 @@ pub async fn install_crd(client: &Client, crd: Value) -> Result<()> {
 impl Env {
     /// Starts the API server and installs the WasmController and Widget CRDs.
     pub async fn start() -> Result<Env> {
-        let server = wr_apiserver::start(wr_apiserver::Config::default()).await?;
-        let client = Client::try_from(kube::Config::new(server.url().parse()?))?;
-        let engine_client = Client::try_from(wr_engine::engine_config(kube::Config::new(
-            server.url().parse()?,
-        )))?;
+        let (server, config) = if crate::target::real_selected() {
+            let session = crate::target::RealSession::begin().await?;
+            let config = session.config().await?;
+            (TestServer::Real(session), config)
+        } else {
+            let server = wr_apiserver::start(wr_apiserver::Config::default()).await?;
+            let config = kube::Config::new(server.url().parse()?);
+            (TestServer::Embedded(server), config)
+        };
+        let client = Client::try_from(config.clone())?;
+        let engine_client = Client::try_from(wr_engine::engine_config(config.clone()))?;
+        if let TestServer::Real(s) = &server {
+            s.create_namespace(&client, &s.ns("default")).await?;
+        }
         install_crd(&client, serde_json::to_value(WasmController::crd())?).await?;
         install_crd(&client, widget_crd()).await?;
         let opts = ManagerOptions {
@@ -247,6 +331,7 @@ impl Env {
         };
         Ok(Env {
             server,
+            config,
             client,
             engine_client,
             loader: Arc::new(TestLoader::default()),
@@ -342,16 +427,30 @@ impl Env {
 
     /// Api for Widgets in `ns`.
     pub fn widgets(&self, ns: &str) -> Api<DynamicObject> {
-        Api::namespaced_with(self.client.clone(), ns, &widget_ar())
+        Api::namespaced_with(self.client.clone(), &self.ns(ns), &widget_ar())
     }
 
     /// Api for ConfigMaps in `ns`.
     pub fn configmaps(&self, ns: &str) -> Api<DynamicObject> {
-        Api::namespaced_with(self.client.clone(), ns, &configmap_ar())
+        Api::namespaced_with(self.client.clone(), &self.ns(ns), &configmap_ar())
     }
 
-    /// Creates a namespace.
+    /// The namespace this test uses for what it calls `name`: `name` itself on
+    /// the embedded server, a name unique to the test on the shared real one
+    /// (where `default` is mapped too).
+    pub fn ns(&self, name: &str) -> String {
+        match &self.server {
+            TestServer::Embedded(_) => name.to_string(),
+            TestServer::Real(s) => s.ns(name),
+        }
+    }
+
+    /// Creates namespace `ns` (mapped by [`Self::ns`], as every namespace
+    /// argument of `Env`'s methods is).
     pub async fn namespace(&self, ns: &str) -> Result<()> {
+        if let TestServer::Real(s) = &self.server {
+            return s.create_namespace(&self.client, &s.ns(ns)).await;
+        }
         let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
         let obj = serde_json::from_value(
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
@@ -367,7 +466,7 @@ impl Env {
     pub async fn create_widget(&self, ns: &str, name: &str, spec: Value) -> Result<DynamicObject> {
         let obj: DynamicObject = serde_json::from_value(json!({
             "apiVersion": format!("{TEST_GROUP}/v1"), "kind": "Widget",
-            "metadata": {"name": name, "namespace": ns},
+            "metadata": {"name": name, "namespace": self.ns(ns)},
             "spec": spec
         }))?;
         Ok(self

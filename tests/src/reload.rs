@@ -31,7 +31,7 @@ pub async fn publish(env: &Env, ns: &str, name: &str, component: &[u8]) -> Resul
     let cms = wr_engine::chunked::to_configmaps(
         component,
         name,
-        ns,
+        &env.ns(ns),
         wr_engine::plugin_source::DEFAULT_KEY,
         wr_engine::chunked::PublishOptions::default(),
     )?;
@@ -43,7 +43,7 @@ pub async fn publish(env: &Env, ns: &str, name: &str, component: &[u8]) -> Resul
 pub async fn put_raw(env: &Env, ns: &str, name: &str, bytes: &[u8]) -> Result<()> {
     let cm: ConfigMap = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": ns},
+        "metadata": {"name": name, "namespace": env.ns(ns)},
         "binaryData": {"plugin.wasm": base64_encode(bytes)}
     }))?;
     apply_configmaps(env, &[cm]).await
@@ -66,7 +66,7 @@ pub async fn configmap_controller(
     cm: &str,
     extra: Value,
 ) -> Result<()> {
-    let mut plugin = json!({"configMap": {"name": cm, "namespace": ns}});
+    let mut plugin = json!({"configMap": {"name": cm, "namespace": env.ns(ns)}});
     if let (Some(p), Some(e)) = (plugin.as_object_mut(), extra.as_object()) {
         for (k, v) in e {
             p.insert(k.clone(), v.clone());
@@ -109,8 +109,14 @@ pub async fn active_digest(env: &Env, name: &str) -> Option<String> {
     controller(env, name).await.ok()?.status?.plugin_digest
 }
 
-/// Events about WasmController `name` (they live in `default`: it is cluster-scoped).
+/// Events about WasmController `name` (they live in `default`: it is
+/// cluster-scoped), of this very object (by uid: on a shared real cluster an
+/// earlier test's controller of the same name left its events there too).
 pub async fn controller_events(env: &Env, name: &str) -> Vec<(String, String, String)> {
+    let uid = controller(env, name)
+        .await
+        .ok()
+        .and_then(|c| c.metadata.uid);
     let api: Api<Event> = Api::namespaced(env.client.clone(), "default");
     api.list(&ListParams::default())
         .await
@@ -120,6 +126,7 @@ pub async fn controller_events(env: &Env, name: &str) -> Vec<(String, String, St
                 .filter(|e| {
                     e.involved_object.kind.as_deref() == Some("WasmController")
                         && e.involved_object.name.as_deref() == Some(name)
+                        && e.involved_object.uid == uid
                 })
                 .map(|e| {
                     (

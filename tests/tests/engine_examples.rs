@@ -56,7 +56,7 @@ async fn static_site_happy_path() -> Result<()> {
 
     let sites: Api<DynamicObject> = Api::namespaced_with(
         env.client.clone(),
-        "default",
+        &env.ns("default"),
         &ar(
             "examples.wasm-reconciler.dev",
             "v1alpha1",
@@ -66,17 +66,18 @@ async fn static_site_happy_path() -> Result<()> {
     );
     let deployments: Api<DynamicObject> = Api::namespaced_with(
         env.client.clone(),
-        "default",
+        &env.ns("default"),
         &ar("apps", "v1", "Deployment", "deployments"),
     );
     let services: Api<DynamicObject> = Api::namespaced_with(
         env.client.clone(),
-        "default",
+        &env.ns("default"),
         &ar("", "v1", "Service", "services"),
     );
     let cms = env.configmaps("default");
 
-    let site: DynamicObject = serde_json::from_value(example("static-site/site.yaml")?)?;
+    let mut site: DynamicObject = serde_json::from_value(example("static-site/site.yaml")?)?;
+    site.metadata.namespace = Some(env.ns("default"));
     sites.create(&PostParams::default(), &site).await?;
     let s = ready_for_generation(&sites, "web").await?;
     let uid = s.metadata.uid.clone().unwrap_or_default();
@@ -148,9 +149,10 @@ async fn static_site_happy_path() -> Result<()> {
         );
     }
 
-    // Parent deleted: children garbage-collected.
+    // Parent deleted: children garbage-collected (on a real cluster by
+    // kube-controller-manager, asynchronously).
     sites.delete("web", &DeleteParams::default()).await?;
-    eventually("children collected", 15, || async {
+    eventually("children collected", 30, || async {
         let d = deployments
             .list(&ListParams::default())
             .await
@@ -181,7 +183,7 @@ async fn tombstone_finalizes_in_order() -> Result<()> {
     env.start_manager();
     let ws: Api<DynamicObject> = Api::namespaced_with(
         env.client.clone(),
-        "default",
+        &env.ns("default"),
         &ar(
             "examples.wasm-reconciler.dev",
             "v1alpha1",
@@ -190,7 +192,8 @@ async fn tombstone_finalizes_in_order() -> Result<()> {
         ),
     );
     let cms = env.configmaps("default");
-    let w: DynamicObject = serde_json::from_value(example("tombstone/workspace.yaml")?)?;
+    let mut w: DynamicObject = serde_json::from_value(example("tombstone/workspace.yaml")?)?;
+    w.metadata.namespace = Some(env.ns("default"));
     ws.create(&PostParams::default(), &w).await?;
     let w = ready_for_generation(&ws, "team-a").await?;
     assert!(

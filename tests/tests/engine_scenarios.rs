@@ -12,6 +12,9 @@ use serde_json::json;
 use wr_apiserver::{FaultAction, FaultRule};
 use wr_engine::PluginError;
 use wr_tests::cluster::*;
+use wr_tests::target::skip_on_real;
+
+const FAULTS: &str = "needs the embedded API server's fault injection";
 
 const FM: &str = "wasm-reconciler/widgets";
 
@@ -221,6 +224,9 @@ async fn coalesced_updates_converge_on_the_latest_spec() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_conflicts_are_retried_with_fresh_reads() -> Result<()> {
+    if skip_on_real(FAULTS) {
+        return Ok(());
+    }
     let (env, _p) = setup(true).await?;
     let mut rule = FaultRule::new(&["patch"], 1.0, FaultAction::Conflict);
     rule.resources = vec!["widgets".into()];
@@ -239,6 +245,9 @@ async fn api_conflicts_are_retried_with_fresh_reads() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_reads_never_create_duplicate_or_random_children() -> Result<()> {
+    if skip_on_real(FAULTS) {
+        return Ok(());
+    }
     let (env, _p) = setup(false).await?;
     let mut rule = FaultRule::new(
         &["list"],
@@ -275,6 +284,9 @@ async fn stale_reads_never_create_duplicate_or_random_children() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn response_lost_after_commit_converges_without_duplicates() -> Result<()> {
+    if skip_on_real(FAULTS) {
+        return Ok(());
+    }
     let (env, _p) = setup(false).await?;
     // Children are created by server-side apply (a PATCH answered 201).
     let mut rule = FaultRule::new(&["patch"], 1.0, FaultAction::CommitThenDrop);
@@ -305,6 +317,9 @@ async fn response_lost_after_commit_converges_without_duplicates() -> Result<()>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_between_child_creation_and_status_update() -> Result<()> {
+    if skip_on_real(FAULTS) {
+        return Ok(());
+    }
     let (mut env, _p) = setup(false).await?;
     let mut rule = FaultRule::new(&["patch"], 1.0, FaultAction::Unavailable);
     rule.resources = vec!["widgets".into()];
@@ -516,7 +531,7 @@ async fn invalid_plugin_output_is_rejected_whole() -> Result<()> {
     .await?;
     eventually("warning event", 10, || async {
         let api: kube::Api<k8s_openapi::api::core::v1::Event> =
-            kube::Api::namespaced(env.client.clone(), "ns1");
+            kube::Api::namespaced(env.client.clone(), &env.ns("ns1"));
         let l = api.list(&ListParams::default()).await.ok()?;
         l.items
             .iter()
@@ -537,7 +552,7 @@ async fn name_collision_with_another_owner_is_never_taken_over() -> Result<()> {
     let (env, _p) = setup(false).await?;
     let theirs: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "w1-a", "namespace": "ns1"}, "data": {"value": "theirs"}
+        "metadata": {"name": "w1-a", "namespace": env.ns("ns1")}, "data": {"value": "theirs"}
     }))?;
     env.configmaps("ns1")
         .create(&PostParams::default(), &theirs)
@@ -676,6 +691,9 @@ async fn two_controllers_share_one_configmap_cache() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_many_requests_is_retried_and_converges() -> Result<()> {
+    if skip_on_real(FAULTS) {
+        return Ok(());
+    }
     let (env, _p) = setup(false).await?;
     let mut rule = FaultRule::new(
         &["patch"],
@@ -735,7 +753,7 @@ async fn related_objects_are_handed_over_and_retrigger_parents() -> Result<()> {
     })
     .await?;
     let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
-        kube::Api::namespaced(env.client.clone(), "ns1");
+        kube::Api::namespaced(env.client.clone(), &env.ns("ns1"));
     for (name, label) in [("s1", "yes"), ("s2", "no")] {
         let s = serde_json::from_value(
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "labels": {"shared": label}}}),

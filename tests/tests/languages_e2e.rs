@@ -69,6 +69,10 @@ fn example(file: &str) -> Result<Value> {
 struct Port {
     lang: &'static str,
     bytes: Vec<u8>,
+    /// Its namespace (`site-LANG`, mapped by `Env::ns` once the cluster runs).
+    ns: String,
+    /// Namespace of the plugin ConfigMaps (`PLUGIN_NS`, mapped likewise).
+    plugin_ns: String,
 }
 
 impl Port {
@@ -80,8 +84,17 @@ impl Port {
         format!("{}/v1alpha1", self.group())
     }
 
+    fn new(lang: &'static str, bytes: Vec<u8>) -> Port {
+        Port {
+            lang,
+            bytes,
+            ns: format!("site-{lang}"),
+            plugin_ns: PLUGIN_NS.into(),
+        }
+    }
+
     fn namespace(&self) -> String {
-        format!("site-{}", self.lang)
+        self.ns.clone()
     }
 
     fn controller(&self) -> String {
@@ -123,7 +136,7 @@ impl Port {
         wc["metadata"]["name"] = json!(self.controller());
         wc["spec"]["parentResource"]["apiVersion"] = json!(self.api_version());
         wc["spec"]["plugin"]["configMap"] =
-            json!({"name": self.configmap(), "namespace": PLUGIN_NS, "key": DEFAULT_KEY});
+            json!({"name": self.configmap(), "namespace": self.plugin_ns, "key": DEFAULT_KEY});
         wc["spec"]["limits"]["timeoutMillis"] = json!(10_000);
         Ok(wc)
     }
@@ -140,7 +153,8 @@ impl Port {
 /// Writes `cms` by server-side apply, in order (chunks before the manifest),
 /// as `wasm-reconciler publish --apply` does.
 async fn apply_configmaps(env: &Env, cms: &[ConfigMap]) -> Result<()> {
-    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), PLUGIN_NS);
+    let plugin_ns = env.ns(PLUGIN_NS);
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &plugin_ns);
     for cm in cms {
         let name = cm
             .metadata
@@ -153,7 +167,7 @@ async fn apply_configmaps(env: &Env, cms: &[ConfigMap]) -> Result<()> {
             &Patch::Apply(cm),
         )
         .await
-        .with_context(|| format!("applying ConfigMap {PLUGIN_NS}/{name}"))?;
+        .with_context(|| format!("applying ConfigMap {plugin_ns}/{name}"))?;
     }
     Ok(())
 }
@@ -163,7 +177,7 @@ async fn publish(env: &Env, port: &Port) -> Result<usize> {
     let cms = chunked::to_configmaps(
         &port.bytes,
         &port.configmap(),
-        PLUGIN_NS,
+        &port.plugin_ns,
         DEFAULT_KEY,
         PublishOptions::default(),
     )
@@ -485,11 +499,12 @@ async fn ports_reconcile_like_rust_through_the_host() -> Result<()> {
             return Ok(());
         }
     };
-    let mut all = vec![Port {
-        lang: "rust",
-        bytes: plugin_bytes(PLUGIN),
-    }];
-    all.extend(ports.into_iter().map(|(lang, bytes)| Port { lang, bytes }));
+    let mut all = vec![Port::new("rust", plugin_bytes(PLUGIN))];
+    all.extend(
+        ports
+            .into_iter()
+            .map(|(lang, bytes)| Port::new(lang, bytes)),
+    );
 
     // One runtime for the host and for the test's own Rust calls; its disk
     // cache is the one languages_static_site fills.
@@ -505,6 +520,10 @@ async fn ports_reconcile_like_rust_through_the_host() -> Result<()> {
 
     let env = Env::start().await?;
     env.namespace(PLUGIN_NS).await?;
+    for port in &mut all {
+        port.ns = env.ns(&port.ns);
+        port.plugin_ns = env.ns(PLUGIN_NS);
+    }
     for port in &all {
         env.namespace(&port.namespace()).await?;
         install_crd(&env.client, port.crd()?).await?;

@@ -137,7 +137,7 @@ async fn children(env: &Env) -> Result<BTreeMap<String, DynamicObject>> {
     let mut out = BTreeMap::new();
     for (kind, plural) in CHILD_KINDS {
         let api: Api<DynamicObject> =
-            Api::namespaced_with(env.client.clone(), NS, &core(kind, plural));
+            Api::namespaced_with(env.client.clone(), &env.ns(NS), &core(kind, plural));
         for o in api.list(&ListParams::default().labels("app")).await?.items {
             out.insert(o.metadata.name.clone().unwrap_or_default(), o);
         }
@@ -204,7 +204,7 @@ fn set_pointer(v: &mut Value, path: &str, new: Option<Value>) {
 }
 
 async fn plan_with(env: &Env, plugin: Arc<ScriptPlugin>) -> Result<Plan> {
-    let mut config = kube::Config::new(env.server.url().parse()?);
+    let mut config = env.config.clone();
     config
         .headers
         .push(("user-agent".parse()?, PLAN_AGENT.parse()?));
@@ -248,7 +248,7 @@ async fn plan_for_a_known_change_matches_what_the_rollout_applies() -> Result<()
                 {"apiVersion": "v1", "resource": "secrets", "updateStrategy": {"method": "Recreate"}},
                 {"apiVersion": "v1", "resource": "serviceaccounts", "updateStrategy": {"method": "OnDelete"}}
             ],
-            "plugin": {"configMap": {"name": "plugin", "namespace": NS}},
+            "plugin": {"configMap": {"name": "plugin", "namespace": env.ns(NS)}},
             "resyncPeriodSeconds": 3600,
             "maxConcurrentReconciles": 8
         }

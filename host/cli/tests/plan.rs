@@ -71,7 +71,8 @@ fn json_of(out: &Output) -> Result<Value> {
 async fn owned(env: &Env, uid: &str) -> Result<Vec<(String, DynamicObject)>> {
     let mut out = Vec::new();
     for k in kinds() {
-        let api: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &k);
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(env.client.clone(), &env.ns("default"), &k);
         for o in api.list(&ListParams::default()).await?.items {
             let mine = o
                 .metadata
@@ -128,10 +129,12 @@ async fn plan_previews_real_components_against_the_live_state() -> Result<()> {
                                   "config": wc["spec"]["plugin"]["config"].clone()});
     env.create_controller(wc).await?;
     env.start_manager();
-    let sites: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &site_ar());
+    let sites: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.ns("default"), &site_ar());
     for name in SITES {
         let mut s = example("static-site/site.yaml")?;
         s["metadata"]["name"] = json!(name);
+        s["metadata"]["namespace"] = json!(env.ns("default"));
         sites
             .create(&PostParams::default(), &serde_json::from_value(s)?)
             .await?;

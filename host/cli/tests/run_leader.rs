@@ -49,7 +49,8 @@ fn is_leader(url: &str) -> Option<bool> {
 #[test]
 fn one_leader_reconciles_sigterm_hands_over_at_once_and_kill_9_fails_over() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let (_api, kc, api_url) = apiserver_with_log(dir.path())?;
+    let cluster = cluster_with_log(dir.path())?;
+    let (kc, api_url) = (cluster.kubeconfig.clone(), &cluster.log);
     install_example(&kc, dir.path(), true)?;
 
     let (mut a, a_url) = run(&kc, "run-a", LEASE)?;
@@ -80,7 +81,7 @@ fn one_leader_reconciles_sigterm_hands_over_at_once_and_kill_9_fails_over() -> R
     );
 
     // The request log agrees: only run-a wrote parents, children and events.
-    let log = requests(&api_url)?;
+    let log = requests_of(api_url)?;
     let writes = writes_by_process(&log);
     ensure!(
         writes.get("run-a").copied().unwrap_or(0) > 0,
@@ -134,7 +135,7 @@ fn one_leader_reconciles_sigterm_hands_over_at_once_and_kill_9_fails_over() -> R
             .then_some(())
         },
     )?;
-    let log = requests(&api_url)?;
+    let log = requests_of(api_url)?;
     let a_last = log
         .iter()
         .rposition(|r| process_of(r) == Some("run-a"))
@@ -181,7 +182,7 @@ fn one_leader_reconciles_sigterm_hands_over_at_once_and_kill_9_fails_over() -> R
 
     // The whole log: every write of a process lies inside its leadership
     // term, the terms follow each other, and each leader wrote.
-    let log = requests(&api_url)?;
+    let log = requests_of(api_url)?;
     only_leaders_wrote(&log, &["run-a", "run-b", "run-c"])?;
     Ok(())
 }
@@ -280,7 +281,7 @@ fn watch_lease(kc: &std::path::Path, out: &std::path::Path) -> Result<Proc> {
         .arg(kc)
         .args([
             "-n",
-            "default",
+            &test_ns(),
             "get",
             "lease",
             "wasm-reconciler",

@@ -18,7 +18,55 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use wr_apiserver::RequestRecord;
 
-use crate::run_common::{BIN, Proc};
+use crate::run_common::{BIN, Proc, set_test_ns};
+
+/// Where a test reads the request log: the embedded server's admin path, or
+/// the real API server's audit log.
+pub enum LogSource {
+    /// Base URL of a `wasm-reconciler apiserver --enable-fault-admin`.
+    Embedded(String),
+    /// This test's session on the shared real cluster (`WR_TEST_CLUSTER=real`).
+    Real(wr_tests::target::RealSession),
+}
+
+/// An API server for a `run` test and its request log.
+pub struct Cluster {
+    /// Admin kubeconfig.
+    pub kubeconfig: PathBuf,
+    /// The request log.
+    pub log: LogSource,
+    _proc: Option<Proc>,
+}
+
+/// The embedded API server (with its admin path), or, with
+/// `WR_TEST_CLUSTER=real`, a session on the shared real cluster whose namespace
+/// becomes the test's namespace ([`crate::run_common::test_ns`]).
+pub fn cluster_with_log(dir: &Path) -> Result<Cluster> {
+    if wr_tests::target::real_selected() {
+        let session = wr_tests::target::RealSession::begin_blocking()?;
+        session.create_namespace_blocking("default")?;
+        set_test_ns(&session.ns("default"));
+        return Ok(Cluster {
+            kubeconfig: session.shared.kubeconfig.clone(),
+            log: LogSource::Real(session),
+            _proc: None,
+        });
+    }
+    let (proc, kubeconfig, url) = apiserver_with_log(dir)?;
+    Ok(Cluster {
+        kubeconfig,
+        log: LogSource::Embedded(url),
+        _proc: Some(proc),
+    })
+}
+
+/// The request log so far, in completion order.
+pub fn requests_of(log: &LogSource) -> Result<Vec<RequestRecord>> {
+    match log {
+        LogSource::Embedded(base) => requests(base),
+        LogSource::Real(s) => s.requests(),
+    }
+}
 
 /// `wasm-reconciler apiserver` on a free port with the admin path on; returns
 /// it, its kubeconfig and its base URL.

@@ -9,12 +9,27 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_wasm-reconciler");
+
+/// The namespace of the example and of the Lease: `default` on the embedded
+/// server, a namespace of the test's own on the shared real cluster.
+static TEST_NS: Mutex<String> = Mutex::new(String::new());
+
+/// See [`TEST_NS`].
+pub fn test_ns() -> String {
+    let ns = TEST_NS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if ns.is_empty() { "default".into() } else { ns }
+}
+
+/// Sets [`TEST_NS`] (the real-cluster fixture of `request_log` does).
+pub fn set_test_ns(ns: &str) {
+    *TEST_NS.lock().unwrap_or_else(|e| e.into_inner()) = ns.to_string();
+}
 
 /// A child process killed on drop.
 pub struct Proc {
@@ -99,7 +114,7 @@ pub fn run(kubeconfig: &Path, name: &str, extra: &[&str]) -> Result<(Proc, Strin
             "--metrics-bind",
             "127.0.0.1:0",
             "--lease-namespace",
-            "default",
+            &test_ns(),
         ])
         .args(extra)
         .env("POD_NAME", name)
@@ -174,15 +189,19 @@ pub fn install_example(kc: &Path, dir: &Path, with_wc_crd: bool) -> Result<()> {
             wc_file.to_str().unwrap_or(""),
         ],
     )?;
+    let site = std::fs::read_to_string(root.join("examples/static-site/site.yaml"))?;
+    let site_file = dir.join("site.yaml");
+    std::fs::write(
+        &site_file,
+        site.replace("namespace: default", &format!("namespace: {}", test_ns())),
+    )?;
     kubectl(
         kc,
         &[
             "apply",
             "--server-side",
             "-f",
-            root.join("examples/static-site/site.yaml")
-                .to_str()
-                .unwrap_or(""),
+            site_file.to_str().unwrap_or(""),
         ],
     )?;
     Ok(())
@@ -209,7 +228,7 @@ pub fn web_replicas(kc: &Path) -> Option<String> {
         kc,
         &[
             "-n",
-            "default",
+            &test_ns(),
             "get",
             "deployment",
             "web",
@@ -227,7 +246,7 @@ pub fn web_ready(kc: &Path) -> Option<String> {
         kc,
         &[
             "-n",
-            "default",
+            &test_ns(),
             "get",
             "staticsite",
             "web",
@@ -245,7 +264,7 @@ pub fn set_replicas(kc: &Path, n: u32) -> Result<()> {
         kc,
         &[
             "-n",
-            "default",
+            &test_ns(),
             "patch",
             "staticsite",
             "web",
@@ -263,7 +282,7 @@ pub fn lease_holder(kc: &Path) -> Option<String> {
         kc,
         &[
             "-n",
-            "default",
+            &test_ns(),
             "get",
             "lease",
             "wasm-reconciler",
