@@ -99,14 +99,18 @@ step after-prune k get configmaps -n "$NS" -l fid=prune -o name
 step apply-again-unchanged k apply -f "$WORK/cm.yaml"
 step describe-configmap k describe configmap settings -n "$NS"
 
-# Bounded watch: events for a labelled ConfigMap created, changed, deleted.
-( timeout 6 "$KUBECTL" --cache-dir "$WORK/cache" get configmaps -n "$NS" -l fid=watch -w --output-watch-events >"$WORK/watch.txt" 2>&1 ) &
+# Bounded watch: events for a labelled ConfigMap that exists, changes, goes.
+k create configmap watched -n "$NS" --from-literal=a=1 >/dev/null
+k label configmap watched -n "$NS" fid=watch >/dev/null
+"$KUBECTL" --cache-dir "$WORK/cache" get configmaps -n "$NS" -l fid=watch -w --output-watch-events >"$WORK/watch.txt" 2>&1 &
 WATCH=$!
-sleep 2
-k create configmap watched -n "$NS" --from-literal=a=1 >/dev/null && k label configmap watched -n "$NS" fid=watch >/dev/null
+until_seen() { for _ in $(seq 1 300); do grep -q "^$1 " "$WORK/watch.txt" && return; sleep 0.1; done; }
+until_seen ADDED
 k patch configmap watched -n "$NS" --type merge -p '{"data":{"a":"2"}}' >/dev/null
+until_seen MODIFIED
 k delete configmap watched -n "$NS" >/dev/null
-wait "$WATCH"
+until_seen DELETED
+kill "$WATCH" 2>/dev/null; wait "$WATCH" 2>/dev/null
 step get-watch sh -c "cat '$WORK/watch.txt'"
 
 # Events, auth.

@@ -169,23 +169,48 @@ fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// The markdown report: figures per area, then every difference.
-pub fn markdown(r: &Report) -> String {
+/// Why a check differs, by check-id prefix (the longest prefix wins);
+/// `tests/fidelity/reasons.json`. Without one: "to fix".
+pub type Reasons = BTreeMap<String, String>;
+
+pub fn reason_for<'a>(reasons: &'a Reasons, id: &str) -> &'a str {
+    reasons
+        .iter()
+        .filter(|(p, _)| id.starts_with(p.as_str()))
+        .max_by_key(|(p, _)| p.len())
+        .map(|(_, r)| r.as_str())
+        .unwrap_or("to fix")
+}
+
+/// The markdown report: figures per area, then every difference with its reason.
+pub fn markdown(r: &Report, reasons: &Reasons) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "# Fidelity report\n\nEmbedded server: {}; real kube-apiserver: {}.\n\n\
+        "Embedded server: {}; real kube-apiserver: {}.\n\n\
          Identical: **{} / {}** checks.\n\n| area | identical / total |\n| --- | --- |\n",
         r.embedded_version, r.real_version, r.identical, r.total
     ));
     for (a, f) in &r.areas {
         s.push_str(&format!("| {a} | {} / {} |\n", f.identical, f.total));
     }
-    s.push_str("\n## Differences\n\n");
+    s.push_str("\n## Differences\n\nEach: check id — reason — what differs (embedded / real).\n");
+    let mut area = "";
     for c in r.checks.iter().filter(|c| !c.identical) {
+        if area_of(&c.id) != area {
+            area = area_of(&c.id);
+            s.push_str(&format!("\n### {area}\n\n"));
+        }
+        let what = c
+            .difference
+            .as_deref()
+            .unwrap_or("")
+            .replace('\n', " ")
+            .replace('|', "\\|");
         s.push_str(&format!(
-            "- `{}`: {}\n",
+            "- `{}` — {} — {}\n",
             c.id,
-            c.difference.as_deref().unwrap_or("").replace('\n', " ")
+            reason_for(reasons, &c.id),
+            what
         ));
     }
     s
@@ -195,6 +220,18 @@ pub fn markdown(r: &Report) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn longest_prefix_gives_the_reason() {
+        let reasons: Reasons = [
+            ("a/".to_string(), "broad".to_string()),
+            ("a/b".to_string(), "narrow".to_string()),
+        ]
+        .into();
+        assert_eq!(reason_for(&reasons, "a/b/c"), "narrow");
+        assert_eq!(reason_for(&reasons, "a/x"), "broad");
+        assert_eq!(reason_for(&reasons, "z"), "to fix");
+    }
 
     #[test]
     fn compares_per_check_and_names_the_first_difference() {

@@ -46,6 +46,12 @@ struct Args {
     /// Baseline: ids of checks that must stay identical.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/baseline.json"))]
     baseline: PathBuf,
+    /// Reasons for differences, by check-id prefix.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/reasons.json"))]
+    reasons: PathBuf,
+    /// Also write the report as this document (docs/fidelity.md).
+    #[arg(long)]
+    doc: Option<PathBuf>,
     /// Rewrite the baseline with the checks identical in this run.
     #[arg(long)]
     update_baseline: bool,
@@ -164,7 +170,21 @@ async fn main() -> anyhow::Result<()> {
     );
     let json = serde_json::to_string_pretty(&report)?;
     std::fs::write(args.report.join("fidelity.json"), json)?;
-    std::fs::write(args.report.join("fidelity.md"), compare::markdown(&report))?;
+    let reasons: compare::Reasons = serde_json::from_str(
+        &std::fs::read_to_string(&args.reasons)
+            .with_context(|| format!("reading {}", args.reasons.display()))?,
+    )
+    .with_context(|| format!("parsing {}", args.reasons.display()))?;
+    let md = compare::markdown(&report, &reasons);
+    std::fs::write(
+        args.report.join("fidelity.md"),
+        format!("# Fidelity report\n\n{md}"),
+    )?;
+    if let Some(doc) = &args.doc {
+        let text = format!("{DOC_INTRO}\n## Figures ({})\n\n{md}", today());
+        std::fs::write(doc, text).with_context(|| format!("writing {}", doc.display()))?;
+        println!("document written: {}", doc.display());
+    }
     println!("report: {}", args.report.join("fidelity.md").display());
 
     let run_all = args.only.is_empty();
@@ -190,6 +210,20 @@ async fn main() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The date (UTC) for the document's heading.
+fn today() -> String {
+    Command::new("date")
+        .args(["-u", "+%Y-%m-%d"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The head of docs/fidelity.md; the figures and differences follow.
+const DOC_INTRO: &str = include_str!("../doc-intro.md");
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Baseline {

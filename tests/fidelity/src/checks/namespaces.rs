@@ -58,8 +58,15 @@ pub async fn namespaces(r: &Run) -> anyhow::Result<()> {
         json!({"code": svc.code, "labels": j["metadata"]["labels"], "type": j["spec"]["type"],
                "ports": j["spec"]["ports"].as_array().map(|ps| ps.iter().map(|p| json!({"name": p["name"], "port": p["port"], "protocol": p["protocol"]})).collect::<Vec<_>>())}),
     );
-    // What controllers put into a new namespace (a few seconds later).
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // What controllers put into a new namespace (the `default` ServiceAccount
+    // within a second or so where a controller makes one; 10 s at most).
+    for _ in 0..100 {
+        let sa = format!("/api/v1/namespaces/{name}/serviceaccounts/default");
+        if r.send(Req::get(sa)).await?.ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     for (id, res) in [
         ("service-accounts", "serviceaccounts"),
         ("config-maps", "configmaps"),
@@ -72,13 +79,13 @@ pub async fn namespaces(r: &Run) -> anyhow::Result<()> {
             json!(super::names(&l.json())),
         );
     }
-    // Deletion: content first, then the namespace; new content is refused meanwhile.
-    r.send(Req::with_body(
-        "POST",
-        format!("/api/v1/namespaces/{name}/configmaps"),
-        &cm("c", json!({})),
-    ))
-    .await?;
+    // Deletion: content first, then the namespace; new content is refused
+    // meanwhile. A finalizer on one object keeps the namespace terminating
+    // until it is removed, so the refusal is observed on every cluster.
+    let cms = format!("/api/v1/namespaces/{name}/configmaps");
+    let mut held = cm("held", json!({}));
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    r.send(Req::with_body("POST", cms.clone(), &held)).await?;
     let del = r
         .send(Req::with_body(
             "DELETE",
@@ -91,21 +98,28 @@ pub async fn namespaces(r: &Run) -> anyhow::Result<()> {
         "namespaces/delete",
         json!({"code": del.code, "kind": dj["kind"], "phase": dj["status"]["phase"], "deletionTimestamp": dj["metadata"]["deletionTimestamp"].is_string()}),
     );
-    let late = r
-        .send(Req::with_body(
-            "POST",
-            format!("/api/v1/namespaces/{name}/configmaps"),
-            &cm("late", json!({})),
-        ))
-        .await?;
-    // The namespace may already be gone (404) on a fast cluster: both outcomes are the
-    // same guard, so record the reason only when refused as terminating.
-    let lj = late.json();
-    r.record(
+    r.call_status(
         "namespaces/create-in-terminating-namespace",
-        json!({"refused": !late.ok(), "reason": if late.code == 403 { lj["reason"].clone() } else { json!("-") },
-               "message": if late.code == 403 { lj["message"].clone() } else { json!("-") }}),
-    );
+        Req::with_body("POST", cms.clone(), &cm("late", json!({}))),
+    )
+    .await?;
+    // The held object is marked for deletion by the namespace's deletion.
+    let mut marked = false;
+    for _ in 0..100 {
+        let h = r.send(Req::get(format!("{cms}/held"))).await?.json();
+        if h["metadata"]["deletionTimestamp"].is_string() {
+            marked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    r.record("namespaces/deletion-marks-contents", json!(marked));
+    r.send(super::patch(
+        format!("{cms}/held"),
+        super::MERGE,
+        &json!({"metadata": {"finalizers": null}}),
+    ))
+    .await?;
     let mut gone = false;
     for _ in 0..300 {
         if r.send(Req::get(format!("/api/v1/namespaces/{name}")))
