@@ -270,3 +270,40 @@ fn regressions(
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(id: &str, identical: bool) -> CheckResult {
+        CheckResult {
+            id: id.into(),
+            identical,
+            difference: (!identical).then(|| "differs".to_string()),
+        }
+    }
+
+    #[test]
+    fn a_baseline_check_that_differs_or_vanishes_is_a_regression() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("baseline.json");
+        write_baseline(
+            &path,
+            &[check("a/x", true), check("a/y", true), check("b/z", false)],
+        )?;
+        let now = [check("a/x", true), check("a/y", false), check("b/z", true)];
+        let r: Vec<String> = regressions(&path, &now, &[])?
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(r, vec!["a/y"]);
+        let gone: Vec<String> = regressions(&path, &[check("a/y", true)], &[])?
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(gone, vec!["a/x"]);
+        // Areas not run are not held against the run.
+        assert!(regressions(&path, &[], &["b".to_string()])?.is_empty());
+        Ok(())
+    }
+}
