@@ -15,6 +15,7 @@
 pub mod patch;
 
 mod app;
+pub mod auth;
 mod discovery;
 mod errors;
 pub mod faults;
@@ -36,6 +37,7 @@ mod table;
 mod validation;
 mod watch;
 
+pub use auth::{AuthConfig, AuthorizationMode};
 pub use errors::ApiError;
 pub use faults::{Decision, FaultAction, FaultHandle, FaultRule, FaultSpec, Injected, WatchFaults};
 pub use requests::RequestRecord;
