@@ -73,7 +73,8 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         return admin(&app, &parts.method, rest, &bytes);
     }
     let attrs = crate::auth::request::attributes(parts.method.as_str(), &path, &query);
-    let denied = crate::auth::endpoints::authorize_request(&app, &user, &attrs, &parts.headers).err();
+    let denied =
+        crate::auth::endpoints::authorize_request(&app, &user, &attrs, &parts.headers).err();
     if let Some(e) = &denied
         && !attrs.resource_request
     {
@@ -82,7 +83,10 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     if let Some(ep) = crate::auth::endpoints::route(&path) {
         return match denied {
             Some(e) => e.into_response(),
-            None => crate::auth::endpoints::serve(app, user, ep, &parts.method, &parts.headers, body).await,
+            None => {
+                crate::auth::endpoints::serve(app, user, ep, &parts.method, &parts.headers, body)
+                    .await
+            }
         };
     }
     if parts.method == Method::GET

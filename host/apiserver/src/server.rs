@@ -288,7 +288,10 @@ impl RunningServer {
     /// A kubeconfig (cluster, context and user `wasm-reconciler-dev`) with
     /// the admin bearer token.
     pub fn kubeconfig_yaml(&self) -> String {
-        crate::kubeconfig::kubeconfig_yaml_with_token(&self.url(), Some(self.app.auth.admin_token()))
+        crate::kubeconfig::kubeconfig_yaml_with_token(
+            &self.url(),
+            Some(self.app.auth.admin_token()),
+        )
     }
 
     /// The admin bearer token (user `admin`, group `system:masters`). Secret:
@@ -321,10 +324,7 @@ impl RunningServer {
         std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
         std::io::Write::write_all(&mut opts.open(path)?, self.kubeconfig_yaml().as_bytes())?;
         #[cfg(unix)]
-        std::fs::set_permissions(
-            path,
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )?;
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         Ok(())
     }
 

@@ -81,10 +81,21 @@ fn bind_beyond_loopback_requires_the_kubeconfig_token_and_never_logs_it() -> Res
     let port = url.rsplit(':').next().context("port")?;
     let local = format!("http://127.0.0.1:{port}");
     let (code, body) = get(&local, "/api/v1/namespaces")?;
-    ensure!(code == 401, "a request without a token must get 401, got {code}: {body}");
+    ensure!(
+        code == 401,
+        "a request without a token must get 401, got {code}: {body}"
+    );
     let token = token_of(&kc)?;
     ensure!(token.len() >= 32, "token too short");
-    let who = kubectl(&kc, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"])?;
+    let who = kubectl(
+        &kc,
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ],
+    )?;
     ensure!(who.trim() == "admin", "whoami: {who}");
     kubectl(&kc, &["create", "configmap", "c", "--from-literal=a=b"])?;
     proc.signal("TERM")?;
@@ -110,7 +121,10 @@ fn loopback_kubeconfig_names_the_admin_and_insecure_serves_anonymous() -> Result
     let kc = dir.path().join("kc");
     let (_proc, url, _) = start(&["--kubeconfig-out", kc.to_str().context("path")?])?;
     token_of(&kc)?;
-    let groups = kubectl(&kc, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.groups}"])?;
+    let groups = kubectl(
+        &kc,
+        &["auth", "whoami", "-o", "jsonpath={.status.userInfo.groups}"],
+    )?;
     ensure!(groups.contains("system:masters"), "groups: {groups}");
     // Loopback keeps today's convenience: no token needed.
     ensure!(get(&url, "/api/v1/namespaces")?.0 == 200);
@@ -119,6 +133,9 @@ fn loopback_kubeconfig_names_the_admin_and_insecure_serves_anonymous() -> Result
     let (_open, url, _) = start(&["--bind", "0.0.0.0", "--insecure"])?;
     let port = url.rsplit(':').next().context("port")?;
     let (code, _) = get(&format!("http://127.0.0.1:{port}"), "/api/v1/namespaces")?;
-    ensure!(code == 200, "--insecure serves anonymous requests, got {code}");
+    ensure!(
+        code == 200,
+        "--insecure serves anonymous requests, got {code}"
+    );
     Ok(())
 }

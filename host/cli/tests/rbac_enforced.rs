@@ -29,7 +29,10 @@ const LEASE: &[&str] = &[
 ];
 
 fn apply(kc: &Path, f: &Path) -> Result<()> {
-    kubectl(kc, &["apply", "--server-side", "-f", f.to_str().unwrap_or("")])?;
+    kubectl(
+        kc,
+        &["apply", "--server-side", "-f", f.to_str().unwrap_or("")],
+    )?;
     Ok(())
 }
 
@@ -42,7 +45,11 @@ fn rbac_yaml(root: &Path) -> Result<String> {
         .arg(root.join("examples/tombstone"))
         .output()
         .context("running wasm-reconciler rbac")?;
-    ensure!(out.status.success(), "rbac: {}", String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.success(),
+        "rbac: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(String::from_utf8(out.stdout)?)
 }
 
@@ -50,10 +57,21 @@ fn publish(kc: &Path, plugin: &Path, name: &str) -> Result<()> {
     let out = Command::new(BIN)
         .args(["publish", "--plugin"])
         .arg(plugin)
-        .args(["--name", name, "--namespace", "wasm-reconciler", "--apply", "--kubeconfig"])
+        .args([
+            "--name",
+            name,
+            "--namespace",
+            "wasm-reconciler",
+            "--apply",
+            "--kubeconfig",
+        ])
         .arg(kc)
         .output()?;
-    ensure!(out.status.success(), "publish: {}", String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.success(),
+        "publish: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(())
 }
 
@@ -80,13 +98,27 @@ fn host_runs_under_the_printed_rbac_without_a_403_and_fails_without_a_rule() -> 
 
     // --- Install as the admin (the kubeconfig's token).
     install_wc_crd(&kc, dir.path())?;
-    for f in ["examples/static-site/crd.yaml", "examples/tombstone/crd.yaml"] {
+    for f in [
+        "examples/static-site/crd.yaml",
+        "examples/tombstone/crd.yaml",
+    ] {
         apply(&kc, &root.join(f))?;
     }
     kubectl(&kc, &["create", "namespace", "wasm-reconciler"])?;
-    publish(&kc, &wr_tests::plugins::plugin_path("static-site"), "static-site-plugin")?;
-    publish(&kc, &wr_tests::plugins::plugin_path("tombstone"), "tombstone-plugin")?;
-    for f in ["examples/static-site/controller.yaml", "examples/tombstone/controller.yaml"] {
+    publish(
+        &kc,
+        &wr_tests::plugins::plugin_path("static-site"),
+        "static-site-plugin",
+    )?;
+    publish(
+        &kc,
+        &wr_tests::plugins::plugin_path("tombstone"),
+        "tombstone-plugin",
+    )?;
+    for f in [
+        "examples/static-site/controller.yaml",
+        "examples/tombstone/controller.yaml",
+    ] {
         apply(&kc, &root.join(f))?;
     }
 
@@ -94,15 +126,38 @@ fn host_runs_under_the_printed_rbac_without_a_403_and_fails_without_a_rule() -> 
     let rbac_file = dir.path().join("rbac.yaml");
     std::fs::write(&rbac_file, rbac_yaml(&root)?)?;
     apply(&kc, &rbac_file)?;
-    kubectl(&kc, &["-n", "default", "create", "serviceaccount", "wasm-reconciler"])?;
-    let token = kubectl(&kc, &["-n", "default", "create", "token", "wasm-reconciler"])?;
+    kubectl(
+        &kc,
+        &[
+            "-n",
+            "default",
+            "create",
+            "serviceaccount",
+            "wasm-reconciler",
+        ],
+    )?;
+    let token = kubectl(
+        &kc,
+        &["-n", "default", "create", "token", "wasm-reconciler"],
+    )?;
     let host_kc = dir.path().join("host.kubeconfig");
     std::fs::write(
         &host_kc,
         wr_apiserver::kubeconfig::kubeconfig_yaml_with_token(&url, Some(token.trim())),
     )?;
-    let who = kubectl(&host_kc, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"])?;
-    ensure!(who.trim() == "system:serviceaccount:default:wasm-reconciler", "whoami: {who}");
+    let who = kubectl(
+        &host_kc,
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ],
+    )?;
+    ensure!(
+        who.trim() == "system:serviceaccount:default:wasm-reconciler",
+        "whoami: {who}"
+    );
     ensure!(can_i(&host_kc, &["list", "secrets"])? == "no");
     ensure!(can_i(&host_kc, &["create", "deployments.apps", "-n", "default"])? == "yes");
 
@@ -118,7 +173,14 @@ fn host_runs_under_the_printed_rbac_without_a_403_and_fails_without_a_rule() -> 
             .then_some(())
     })?;
     eventually("workspace team-a Ready", 120, || {
-        (jsonpath(&kc, &["workspace", "team-a"], r#"{.status.conditions[?(@.type=="Ready")].status}"#).as_deref() == Some("True")).then_some(())
+        (jsonpath(
+            &kc,
+            &["workspace", "team-a"],
+            r#"{.status.conditions[?(@.type=="Ready")].status}"#,
+        )
+        .as_deref()
+            == Some("True"))
+        .then_some(())
     })?;
     set_replicas(&kc, 3)?;
     eventually("the Deployment to follow the edit", 60, || {
@@ -129,18 +191,44 @@ fn host_runs_under_the_printed_rbac_without_a_403_and_fails_without_a_rule() -> 
     eventually("service web to be recreated", 60, || {
         jsonpath(&kc, &["service", "web"], "{.metadata.uid}").filter(|u| !u.is_empty() && *u != uid)
     })?;
-    kubectl(&kc, &["-n", "default", "delete", "workspace", "team-a", "--wait=false"])?;
+    kubectl(
+        &kc,
+        &[
+            "-n",
+            "default",
+            "delete",
+            "workspace",
+            "team-a",
+            "--wait=false",
+        ],
+    )?;
     eventually("workspace team-a to be gone", 90, || {
-        kubectl(&kc, &["-n", "default", "get", "workspace", "team-a", "--ignore-not-found", "-o", "name"])
-            .ok()
-            .filter(|s| s.trim().is_empty())
+        kubectl(
+            &kc,
+            &[
+                "-n",
+                "default",
+                "get",
+                "workspace",
+                "team-a",
+                "--ignore-not-found",
+                "-o",
+                "name",
+            ],
+        )
+        .ok()
+        .filter(|s| s.trim().is_empty())
     })?;
     host.signal("TERM")?;
     ensure!(host.wait_exit(30)? == Some(0), "SIGTERM must exit 0");
 
     let reqs = host_requests(&url, "rbac-enforced_")?;
     ensure!(reqs.len() > 20, "only {} host requests", reqs.len());
-    let refused: Vec<String> = reqs.iter().filter(|r| r.code == 403).map(describe).collect();
+    let refused: Vec<String> = reqs
+        .iter()
+        .filter(|r| r.code == 403)
+        .map(describe)
+        .collect();
     ensure!(
         refused.is_empty(),
         "the printed RBAC refused {} host requests:\n{}",
@@ -163,14 +251,19 @@ fn host_runs_under_the_printed_rbac_without_a_403_and_fails_without_a_rule() -> 
     let mut removed = 0;
     for rule in cluster_role["rules"].as_array_mut().context("rules")? {
         let is_deploy = rule["apiGroups"] == serde_json::json!(["apps"])
-            && rule["resources"].as_array().is_some_and(|r| r.contains(&"deployments".into()));
+            && rule["resources"]
+                .as_array()
+                .is_some_and(|r| r.contains(&"deployments".into()));
         if is_deploy && let Some(verbs) = rule["verbs"].as_array_mut() {
             let before = verbs.len();
             verbs.retain(|v| v != "create");
             removed += before - verbs.len();
         }
     }
-    ensure!(removed == 1, "expected one `create` on deployments to remove, found {removed}");
+    ensure!(
+        removed == 1,
+        "expected one `create` on deployments to remove, found {removed}"
+    );
     let weaker = dir.path().join("weaker.json");
     std::fs::write(&weaker, cluster_role.to_string())?;
     kubectl(&kc, &["replace", "-f", weaker.to_str().unwrap_or("")])?;
@@ -191,12 +284,23 @@ fn host_runs_under_the_printed_rbac_without_a_403_and_fails_without_a_rule() -> 
     )?;
     apply(&kc, &site2)?;
     let message = eventually("web2 to report the refused Deployment", 120, || {
-        let reason = jsonpath(&kc, &["staticsite", "web2"], r#"{.status.conditions[?(@.type=="Ready")].reason}"#)?;
-        let message = jsonpath(&kc, &["staticsite", "web2"], r#"{.status.conditions[?(@.type=="Ready")].message}"#)?;
+        let reason = jsonpath(
+            &kc,
+            &["staticsite", "web2"],
+            r#"{.status.conditions[?(@.type=="Ready")].reason}"#,
+        )?;
+        let message = jsonpath(
+            &kc,
+            &["staticsite", "web2"],
+            r#"{.status.conditions[?(@.type=="Ready")].message}"#,
+        )?;
         (reason == "ApplyFailed").then_some(message)
     })?;
     ensure!(message.contains("forbidden"), "Ready message: {message}");
-    ensure!(web_ready(&kc).as_deref() == Some("True"), "web itself is unaffected");
+    ensure!(
+        web_ready(&kc).as_deref() == Some("True"),
+        "web itself is unaffected"
+    );
     host.signal("TERM")?;
     host.wait_exit(30)?;
     let reqs = host_requests(&url, "rbac-weaker_")?;
@@ -209,7 +313,10 @@ fn host_runs_under_the_printed_rbac_without_a_403_and_fails_without_a_rule() -> 
             describe(r)
         );
     }
-    eprintln!("{} refused requests, all `create` of Deployment web2 (apply)", refused.len());
+    eprintln!(
+        "{} refused requests, all `create` of Deployment web2 (apply)",
+        refused.len()
+    );
     Ok(())
 }
 

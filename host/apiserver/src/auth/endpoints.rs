@@ -46,13 +46,26 @@ pub fn route(path: &str) -> Option<Endpoint> {
     Some(match segs.as_slice() {
         ["apis", AUTHZ, "v1", "selfsubjectaccessreviews"] => Endpoint::SelfSubjectAccessReview,
         ["apis", AUTHZ, "v1", "subjectaccessreviews"] => Endpoint::SubjectAccessReview,
-        ["apis", AUTHZ, "v1", "namespaces", ns, "localsubjectaccessreviews"] => {
-            Endpoint::LocalSubjectAccessReview(ns.to_string())
-        }
+        [
+            "apis",
+            AUTHZ,
+            "v1",
+            "namespaces",
+            ns,
+            "localsubjectaccessreviews",
+        ] => Endpoint::LocalSubjectAccessReview(ns.to_string()),
         ["apis", AUTHZ, "v1", "selfsubjectrulesreviews"] => Endpoint::SelfSubjectRulesReview,
         ["apis", AUTHN, "v1", "selfsubjectreviews"] => Endpoint::SelfSubjectReview,
         ["apis", AUTHN, "v1", "tokenreviews"] => Endpoint::TokenReview,
-        ["api", "v1", "namespaces", ns, "serviceaccounts", name, "token"] => Endpoint::TokenRequest {
+        [
+            "api",
+            "v1",
+            "namespaces",
+            ns,
+            "serviceaccounts",
+            name,
+            "token",
+        ] => Endpoint::TokenRequest {
             namespace: ns.to_string(),
             name: name.to_string(),
         },
@@ -84,9 +97,24 @@ fn def(group: &str, resource: &str, kind: &str, namespaced: bool) -> ResourceDef
 /// (requests to them never reach the generic handlers: [`route`] takes them first).
 pub fn register(registry: &Registry) {
     for d in [
-        def(AUTHZ, "localsubjectaccessreviews", "LocalSubjectAccessReview", true),
-        def(AUTHZ, "selfsubjectaccessreviews", "SelfSubjectAccessReview", false),
-        def(AUTHZ, "selfsubjectrulesreviews", "SelfSubjectRulesReview", false),
+        def(
+            AUTHZ,
+            "localsubjectaccessreviews",
+            "LocalSubjectAccessReview",
+            true,
+        ),
+        def(
+            AUTHZ,
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+            false,
+        ),
+        def(
+            AUTHZ,
+            "selfsubjectrulesreviews",
+            "SelfSubjectRulesReview",
+            false,
+        ),
         def(AUTHZ, "subjectaccessreviews", "SubjectAccessReview", false),
         def(AUTHN, "selfsubjectreviews", "SelfSubjectReview", false),
         def(AUTHN, "tokenreviews", "TokenReview", false),
@@ -295,7 +323,10 @@ fn access_review(
             &kind,
             AUTHZ,
             "spec.resourceAttributes.namespace",
-            format!("Invalid value: {:?}: must match metadata.namespace", a.namespace),
+            format!(
+                "Invalid value: {:?}: must match metadata.namespace",
+                a.namespace
+            ),
         ));
     }
     let (allowed, reason) = app.auth.authorize(&app.store, subject, &a);
@@ -329,7 +360,8 @@ fn rules_review(app: &App, user: &UserInfo, mut obj: Value) -> Value {
         for g in granted {
             let r = g.rule;
             if !r.resources.is_empty() {
-                let mut v = json!({"verbs": r.verbs, "apiGroups": r.api_groups, "resources": r.resources});
+                let mut v =
+                    json!({"verbs": r.verbs, "apiGroups": r.api_groups, "resources": r.resources});
                 if !r.resource_names.is_empty() {
                     v["resourceNames"] = json!(r.resource_names);
                 }
@@ -407,10 +439,14 @@ fn token_request(app: &App, ns: &str, name: &str, mut obj: Value) -> Result<Valu
         )
     };
     if secs < MIN_EXPIRATION {
-        return Err(invalid("may not specify a duration less than 10 minutes".into()));
+        return Err(invalid(
+            "may not specify a duration less than 10 minutes".into(),
+        ));
     }
     if secs > MAX_EXPIRATION {
-        return Err(invalid("may not specify a duration larger than 2^32 seconds".into()));
+        return Err(invalid(
+            "may not specify a duration larger than 2^32 seconds".into(),
+        ));
     }
     let mut audiences: Vec<String> = obj
         .pointer("/spec/audiences")
@@ -435,7 +471,8 @@ fn token_request(app: &App, ns: &str, name: &str, mut obj: Value) -> Result<Valu
         jti: uuid::Uuid::new_v4().to_string(),
     };
     let token = app.auth.signer.sign(&claims.to_json());
-    let expires = (now + chrono::Duration::seconds(secs)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let expires =
+        (now + chrono::Duration::seconds(secs)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     obj["kind"] = json!("TokenRequest");
     obj["apiVersion"] = json!(format!("{AUTHN}/v1"));
     obj["metadata"] = json!({"name": name, "namespace": ns, "creationTimestamp": null});

@@ -137,7 +137,11 @@ const ADMIN_TOKEN_FILE: &str = "admin.token";
 impl Auth {
     /// Keys and the admin token: from the data directory when there is one
     /// (so tokens survive a restart), else fresh.
-    pub fn new(cfg: &AuthConfig, bind: SocketAddr, data_dir: Option<&Path>) -> std::io::Result<Auth> {
+    pub fn new(
+        cfg: &AuthConfig,
+        bind: SocketAddr,
+        data_dir: Option<&Path>,
+    ) -> std::io::Result<Auth> {
         let fresh_hex = || hex::encode(token::random_bytes());
         let (signer_hex, admin) = match data_dir {
             Some(d) => (
@@ -343,7 +347,12 @@ mod tests {
             ..a.clone()
         };
         assert_eq!(
-            forbidden(&sa(), &named, "RBAC: role.rbac.authorization.k8s.io \"r\" not found").message,
+            forbidden(
+                &sa(),
+                &named,
+                "RBAC: role.rbac.authorization.k8s.io \"r\" not found"
+            )
+            .message,
             "deployments.apps \"web\" is forbidden: User \"system:serviceaccount:ns:sa\" cannot patch resource \"deployments/status\" in API group \"apps\" at the cluster scope: RBAC: role.rbac.authorization.k8s.io \"r\" not found"
         );
         let path = Attributes {
@@ -378,19 +387,35 @@ mod tests {
     fn tokenless_requests_are_anonymous_on_loopback_only_and_bad_tokens_never_pass() {
         let store = Store::new(10);
         let lo = auth([127, 0, 0, 1], false);
-        assert_eq!(lo.authenticate(&store, &headers(None)).unwrap(), UserInfo::anonymous());
         assert_eq!(
-            lo.authenticate(&store, &headers(Some("Bearer secret-admin"))).unwrap(),
+            lo.authenticate(&store, &headers(None)).unwrap(),
+            UserInfo::anonymous()
+        );
+        assert_eq!(
+            lo.authenticate(&store, &headers(Some("Bearer secret-admin")))
+                .unwrap(),
             UserInfo::admin()
         );
-        assert_eq!(lo.authenticate(&store, &headers(Some("Bearer nope"))).unwrap_err().code, 401);
-        let wide = auth([0, 0, 0, 0], false);
-        assert_eq!(wide.authenticate(&store, &headers(None)).unwrap_err().code, 401);
         assert_eq!(
-            wide.authenticate(&store, &headers(Some("bearer secret-admin"))).unwrap(),
+            lo.authenticate(&store, &headers(Some("Bearer nope")))
+                .unwrap_err()
+                .code,
+            401
+        );
+        let wide = auth([0, 0, 0, 0], false);
+        assert_eq!(
+            wide.authenticate(&store, &headers(None)).unwrap_err().code,
+            401
+        );
+        assert_eq!(
+            wide.authenticate(&store, &headers(Some("bearer secret-admin")))
+                .unwrap(),
             UserInfo::admin()
         );
         let open = auth([0, 0, 0, 0], true);
-        assert_eq!(open.authenticate(&store, &headers(None)).unwrap(), UserInfo::anonymous());
+        assert_eq!(
+            open.authenticate(&store, &headers(None)).unwrap(),
+            UserInfo::anonymous()
+        );
     }
 }

@@ -109,7 +109,14 @@ pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Grante
     let mut errors = Vec::new();
     let all = |resource: &str, prefix: &str| -> Vec<std::sync::Arc<Value>> {
         store
-            .page(&format!("{GROUP}/{resource}"), prefix, None, None, 0, &|_| true)
+            .page(
+                &format!("{GROUP}/{resource}"),
+                prefix,
+                None,
+                None,
+                0,
+                &|_| true,
+            )
             .map(|p| p.items)
             .unwrap_or_default()
     };
@@ -155,7 +162,11 @@ pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Grante
             _ => None,
         };
         let Some(role) = role else {
-            let what = if role_kind == "Role" { "role" } else { "clusterrole" };
+            let what = if role_kind == "Role" {
+                "role"
+            } else {
+                "clusterrole"
+            };
             errors.push(format!("{what}.{GROUP} {role_name:?} not found"));
             return;
         };
@@ -254,7 +265,8 @@ mod tests {
 
     #[test]
     fn resources_match_exactly_by_star_or_by_star_slash_subresource() {
-        let r = rule(json!({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}));
+        let r =
+            rule(json!({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}));
         assert!(r.allows(&attrs("get", "apps", "deployments", "", "a", "d")));
         assert!(!r.allows(&attrs("get", "apps", "deployments", "status", "a", "d")));
         assert!(!r.allows(&attrs("list", "apps", "deployments", "", "a", "")));
@@ -271,11 +283,34 @@ mod tests {
 
     #[test]
     fn resource_names_limit_only_requests_that_name_an_object() {
-        let r = rule(json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-            "resourceNames": ["l"], "verbs": ["get", "list"]}));
-        assert!(r.allows(&attrs("get", "coordination.k8s.io", "leases", "", "ns", "l")));
-        assert!(!r.allows(&attrs("get", "coordination.k8s.io", "leases", "", "ns", "m")));
-        assert!(!r.allows(&attrs("list", "coordination.k8s.io", "leases", "", "ns", "")));
+        let r = rule(
+            json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+            "resourceNames": ["l"], "verbs": ["get", "list"]}),
+        );
+        assert!(r.allows(&attrs(
+            "get",
+            "coordination.k8s.io",
+            "leases",
+            "",
+            "ns",
+            "l"
+        )));
+        assert!(!r.allows(&attrs(
+            "get",
+            "coordination.k8s.io",
+            "leases",
+            "",
+            "ns",
+            "m"
+        )));
+        assert!(!r.allows(&attrs(
+            "list",
+            "coordination.k8s.io",
+            "leases",
+            "",
+            "ns",
+            ""
+        )));
     }
 
     #[test]

@@ -114,17 +114,67 @@ mod tests {
         let cases = [
             ("GET", "/api", &none, "get|false||||||"),
             ("GET", "/apis/apps/v1", &none, "get|false||||||"),
-            ("GET", "/api/v1/namespaces/x/pods", &none, "list|true|x||pods||"),
-            ("GET", "/api/v1/pods", &q(&[("watch", "true")]), "watch|true|||pods||"),
-            ("GET", "/apis/apps/v1/namespaces/x/deployments/web", &none, "get|true|x|apps|deployments||web"),
-            ("PATCH", "/apis/x.io/v1/namespaces/x/things/t/status", &none, "patch|true|x|x.io|things|status|t"),
-            ("DELETE", "/api/v1/namespaces/x/configmaps", &none, "deletecollection|true|x||configmaps||"),
-            ("POST", "/api/v1/namespaces/x/serviceaccounts/sa/token", &none, "create|true|x||serviceaccounts|token|sa"),
+            (
+                "GET",
+                "/api/v1/namespaces/x/pods",
+                &none,
+                "list|true|x||pods||",
+            ),
+            (
+                "GET",
+                "/api/v1/pods",
+                &q(&[("watch", "true")]),
+                "watch|true|||pods||",
+            ),
+            (
+                "GET",
+                "/apis/apps/v1/namespaces/x/deployments/web",
+                &none,
+                "get|true|x|apps|deployments||web",
+            ),
+            (
+                "PATCH",
+                "/apis/x.io/v1/namespaces/x/things/t/status",
+                &none,
+                "patch|true|x|x.io|things|status|t",
+            ),
+            (
+                "DELETE",
+                "/api/v1/namespaces/x/configmaps",
+                &none,
+                "deletecollection|true|x||configmaps||",
+            ),
+            (
+                "POST",
+                "/api/v1/namespaces/x/serviceaccounts/sa/token",
+                &none,
+                "create|true|x||serviceaccounts|token|sa",
+            ),
             // A namespace is its own namespace, also for its subresources.
-            ("GET", "/api/v1/namespaces/x", &none, "get|true|x||namespaces||x"),
-            ("PUT", "/api/v1/namespaces/x/finalize", &none, "update|true|x||namespaces|finalize|x"),
-            ("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", &none, "create|true||authorization.k8s.io|selfsubjectaccessreviews||"),
-            ("GET", "/apis/coordination.k8s.io/v1/namespaces/d/leases", &q(&[("fieldSelector", "metadata.name=l"), ("watch", "1")]), "watch|true|d|coordination.k8s.io|leases||l"),
+            (
+                "GET",
+                "/api/v1/namespaces/x",
+                &none,
+                "get|true|x||namespaces||x",
+            ),
+            (
+                "PUT",
+                "/api/v1/namespaces/x/finalize",
+                &none,
+                "update|true|x||namespaces|finalize|x",
+            ),
+            (
+                "POST",
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                &none,
+                "create|true||authorization.k8s.io|selfsubjectaccessreviews||",
+            ),
+            (
+                "GET",
+                "/apis/coordination.k8s.io/v1/namespaces/d/leases",
+                &q(&[("fieldSelector", "metadata.name=l"), ("watch", "1")]),
+                "watch|true|d|coordination.k8s.io|leases||l",
+            ),
         ];
         for (m, p, query, want) in cases {
             assert_eq!(short(&attributes(m, p, query)), want, "{m} {p}");

@@ -32,7 +32,9 @@ pub async fn install(
     ns.patch(
         NAMESPACE,
         &pp,
-        &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})),
+        &Patch::Apply(
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+        ),
     )
     .await
     .with_context(|| format!("applying namespace {NAMESPACE}"))?;
