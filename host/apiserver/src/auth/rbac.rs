@@ -147,9 +147,9 @@ pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Grante
                 describe_subject(subject, "")
             )
         } else {
+            let qualified = format!("{name}/{binding_ns}");
             format!(
-                "RoleBinding {:?} of {role_kind} {role_name:?} to {}",
-                format!("{name}/{binding_ns}"),
+                "RoleBinding {qualified:?} of {role_kind} {role_name:?} to {}",
                 describe_subject(subject, binding_ns)
             )
         };
@@ -219,7 +219,8 @@ fn describe_subject(subject: &Value, binding_ns: &str) -> String {
                 "" => binding_ns,
                 n => n,
             };
-            format!("ServiceAccount {:?}", format!("{}/{ns}", field("name")))
+            let qualified = format!("{}/{ns}", field("name"));
+            format!("ServiceAccount {qualified:?}")
         }
         k => format!("{k} {:?}", field("name")),
     }

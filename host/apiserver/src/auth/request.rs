@@ -42,12 +42,12 @@ pub fn attributes(method: &str, path: &str, query: &HashMap<String, String>) -> 
         rest = &rest[1..];
     }
     let mut namespace = "";
-    if rest.first() == Some(&"namespaces") {
-        if let Some(ns) = rest.get(1) {
-            namespace = ns;
-            if rest.len() > 2 && !matches!(rest[2], "status" | "finalize") {
-                rest = &rest[2..];
-            }
+    if rest.first() == Some(&"namespaces")
+        && let Some(ns) = rest.get(1)
+    {
+        namespace = ns;
+        if rest.len() > 2 && !matches!(rest[2], "status" | "finalize") {
+            rest = &rest[2..];
         }
     }
     let resource = rest.first().copied().unwrap_or("").to_string();
