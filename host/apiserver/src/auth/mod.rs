@@ -6,9 +6,11 @@
 //! bindings). [`request`] derives kube's request attributes from a URL,
 //! [`endpoints`] serves the review APIs and `serviceaccounts/NAME/token`.
 //!
-//! A server bound to loopback serves requests without a token as
-//! `system:anonymous` (today's convenience, and every test's bare URL); one
-//! bound beyond loopback requires the token unless started with `insecure`.
+//! A server bound to loopback serves requests without a token as the admin
+//! (today's convenience, and every test's bare URL; kubectl never sends a
+//! bearer token over plain HTTP); one bound beyond loopback requires the token
+//! (from clients that send it, like kube-rs) unless started with `insecure`,
+//! which serves tokenless requests as `system:anonymous`.
 
 pub mod bootstrap;
 pub mod endpoints;
@@ -126,6 +128,7 @@ impl UserInfo {
 pub struct Auth {
     pub mode: AuthorizationMode,
     anonymous: bool,
+    loopback: bool,
     admin_token: String,
     admin_tag: Vec<u8>,
     pub signer: Signer,
@@ -165,6 +168,7 @@ impl Auth {
         Ok(Auth {
             mode: cfg.authorization,
             anonymous: bind.ip().is_loopback() || cfg.insecure,
+            loopback: bind.ip().is_loopback(),
             admin_tag: signer.tag(admin.as_bytes()),
             admin_token: admin,
             signer,
@@ -195,6 +199,9 @@ impl Auth {
             .filter(|t| !t.is_empty());
         match bearer {
             Some(t) => self.authenticate_token(store, t).ok_or_else(unauthorized),
+            // Loopback: today's convenience, as the admin (kubectl never
+            // sends a token over plain HTTP, so this is its identity there).
+            None if self.loopback => Ok(UserInfo::admin()),
             None if self.anonymous => Ok(UserInfo::anonymous()),
             None => Err(unauthorized()),
         }
@@ -384,12 +391,13 @@ mod tests {
     }
 
     #[test]
-    fn tokenless_requests_are_anonymous_on_loopback_only_and_bad_tokens_never_pass() {
+    fn tokenless_requests_are_the_admin_on_loopback_anonymous_if_insecure_and_bad_tokens_never_pass()
+     {
         let store = Store::new(10);
         let lo = auth([127, 0, 0, 1], false);
         assert_eq!(
             lo.authenticate(&store, &headers(None)).unwrap(),
-            UserInfo::anonymous()
+            UserInfo::admin()
         );
         assert_eq!(
             lo.authenticate(&store, &headers(Some("Bearer secret-admin")))
