@@ -112,8 +112,8 @@ mod tests {
     fn requests_map_to_kubes_attributes() {
         let none = q(&[]);
         let cases = [
-            ("GET", "/api", &none, "get|false||||||"),
-            ("GET", "/apis/apps/v1", &none, "get|false||||||"),
+            ("GET", "/api", &none, "get|false|||||"),
+            ("GET", "/apis/apps/v1", &none, "get|false|||||"),
             (
                 "GET",
                 "/api/v1/namespaces/x/pods",
