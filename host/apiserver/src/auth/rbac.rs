@@ -90,7 +90,7 @@ impl Rule {
                     && r.strip_prefix("*/") == Some(a.subresource.as_str()))
         });
         let name_ok = self.resource_names.is_empty()
-            || (!a.name.is_empty() && self.resource_names.iter().any(|n| *n == a.name));
+            || (!a.name.is_empty() && self.resource_names.contains(&a.name));
         has(&self.api_groups, &a.api_group) && resource_ok && name_ok
     }
 }
