@@ -31,6 +31,8 @@ pub struct App {
     pub shutdown: CancellationToken,
     pub gc_wake: Notify,
     pub addr: SocketAddr,
+    /// Who is asking and may they (issue 20): tokens, RBAC.
+    pub auth: crate::auth::Auth,
 }
 
 pub const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";

@@ -64,6 +64,12 @@ async fn handle_json(app: Arc<App>, req: Request) -> Response {
     let query: Q = Query::<Q>::try_from_uri(&parts.uri)
         .map(|q| q.0)
         .unwrap_or_default();
+    let user = match app.auth.authenticate(&app.store, &parts.headers) {
+        Ok(u) => u,
+        Err(e) => return e.into_response(),
+    };
+    // The admin path (tests' faults and request log, off unless enabled)
+    // needs authentication only.
     if let Some(rest) = path.strip_prefix("/_wr/admin/") {
         if !app.opts.fault_admin {
             return ApiError::no_route().into_response();
@@ -72,6 +78,23 @@ async fn handle_json(app: Arc<App>, req: Request) -> Response {
             .await
             .unwrap_or_default();
         return admin(&app, &parts.method, rest, &bytes);
+    }
+    let attrs = crate::auth::request::attributes(parts.method.as_str(), &path, &query);
+    let denied =
+        crate::auth::endpoints::authorize_request(&app, &user, &attrs, &parts.headers).err();
+    if let Some(e) = &denied
+        && !attrs.resource_request
+    {
+        return e.clone().into_response();
+    }
+    if let Some(ep) = crate::auth::endpoints::route(&path) {
+        return match denied {
+            Some(e) => e.into_response(),
+            None => {
+                crate::auth::endpoints::serve(app, user, ep, &parts.method, &parts.headers, body)
+                    .await
+            }
+        };
     }
     if parts.method == Method::GET
         && let Some(r) = crate::openapi::route(&app.registry, &path, &parts.headers)
@@ -85,9 +108,9 @@ async fn handle_json(app: Arc<App>, req: Request) -> Response {
     }
     let route = match parse_path(&app, &path) {
         Ok(r) => r,
-        Err(e) => return e.into_response(),
+        Err(e) => return denied.unwrap_or(e).into_response(),
     };
-    resource_request(app, parts.method, parts.headers, query, route, body).await
+    resource_request(app, parts.method, parts.headers, query, route, body, denied).await
 }
 
 fn discovery_route(app: &App, path: &str) -> Option<Response> {
@@ -225,7 +248,7 @@ fn parse_dry_run(query: &Q, body: Option<&Value>) -> Result<bool, ApiError> {
 }
 
 /// Decode a JSON or YAML body into a JSON value.
-fn decode(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
+pub(crate) fn decode(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
     let ct = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -257,6 +280,7 @@ async fn resource_request(
     query: Q,
     route: Route,
     body: Body,
+    denied: Option<ApiError>,
 ) -> Response {
     let verb = match verb_of(&method, &route, &query) {
         Ok(v) if route.subresource.is_some() || route.def.verbs.contains(&v) => v,
@@ -297,6 +321,12 @@ async fn resource_request(
             .map(str::to_string),
         fault: None,
     };
+    // Refused by the authoriser: logged like any request, before faults.
+    if let Some(e) = denied {
+        record.code = e.code;
+        app.requests.push(record);
+        return e.into_response();
+    }
     let decision = app.faults.decide(verb, &route.def.resource);
     if decision.latency_ms > 0 {
         tokio::time::sleep(Duration::from_millis(decision.latency_ms)).await;

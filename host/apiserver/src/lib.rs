@@ -16,6 +16,8 @@ pub mod patch;
 
 mod app;
 mod catalog;
+
+pub mod auth;
 mod discovery;
 mod errors;
 pub mod faults;
@@ -41,6 +43,7 @@ mod validation;
 mod version;
 mod watch;
 
+pub use auth::{AuthConfig, AuthorizationMode};
 pub use errors::ApiError;
 pub use faults::{Decision, FaultAction, FaultHandle, FaultRule, FaultSpec, Injected, WatchFaults};
 pub use requests::RequestRecord;

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use crate::app::{App, CRD_KEY, Options};
+use crate::errors::ApiError;
 use crate::faults::FaultHandle;
 use crate::handlers::{self, DropConnection};
 use crate::persistence::{self, Persistence};
@@ -46,6 +47,8 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Garbage collector / namespace controller resync interval.
     pub gc_interval: Duration,
+    /// Bearer tokens, anonymous access and RBAC enforcement.
+    pub auth: crate::auth::AuthConfig,
 }
 
 impl Default for Config {
@@ -59,6 +62,7 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(10),
             max_body_bytes: 3 * 1024 * 1024,
             gc_interval: Duration::from_millis(200),
+            auth: Default::default(),
         }
     }
 }
@@ -71,6 +75,8 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot set up the signing key and admin token")]
+    Secrets(#[source] std::io::Error),
     #[error("cannot use data directory {dir}")]
     DataDir {
         dir: PathBuf,
@@ -116,6 +122,7 @@ pub async fn start(config: Config) -> Result<RunningServer, StartError> {
     })?;
     let mut store = Store::new(config.watch_history);
     let registry = Registry::default();
+    crate::auth::endpoints::register(&registry);
     let mut persistence = None;
     if let Some(dir) = &config.data_dir {
         let derr = |source| StartError::DataDir {
@@ -140,6 +147,14 @@ pub async fn start(config: Config) -> Result<RunningServer, StartError> {
         store = store.with_sink(Box::new(move |e| sink.record(e)));
         persistence = Some(p);
     }
+    if let Some(dir) = &config.data_dir {
+        std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
+            dir: dir.clone(),
+            source,
+        })?;
+    }
+    let auth = crate::auth::Auth::new(&config.auth, config.bind, config.data_dir.as_deref())
+        .map_err(StartError::Secrets)?;
     let app = App {
         store,
         registry,
@@ -154,9 +169,13 @@ pub async fn start(config: Config) -> Result<RunningServer, StartError> {
         shutdown: CancellationToken::new(),
         gc_wake: tokio::sync::Notify::new(),
         addr,
+        auth,
     }
     .shared();
     bootstrap(&app);
+    if app.auth.mode == crate::auth::AuthorizationMode::Rbac {
+        crate::auth::bootstrap::install(&app.store);
+    }
     let gc = tokio::spawn(crate::gc::run(app.clone()));
     let active = Arc::new(AtomicUsize::new(0));
     let router = Router::new()
@@ -271,9 +290,30 @@ impl RunningServer {
         self.addr
     }
 
-    /// A kubeconfig (cluster, context and user `wasm-reconciler-dev`).
+    /// A kubeconfig (cluster, context and user `wasm-reconciler-dev`) with
+    /// the admin bearer token.
     pub fn kubeconfig_yaml(&self) -> String {
-        crate::kubeconfig::kubeconfig_yaml(&self.url())
+        crate::kubeconfig::kubeconfig_yaml_with_token(
+            &self.url(),
+            Some(self.app.auth.admin_token()),
+        )
+    }
+
+    /// The admin bearer token (user `admin`, group `system:masters`). Secret:
+    /// never log it.
+    pub fn admin_token(&self) -> String {
+        self.app.auth.admin_token().to_string()
+    }
+
+    /// A signed token of ServiceAccount `namespace/name` (which must exist),
+    /// valid for `seconds` (at least 600): what `kubectl create token` returns.
+    pub fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        seconds: i64,
+    ) -> Result<String, ApiError> {
+        crate::auth::endpoints::mint(&self.app, namespace, name, seconds)
     }
 
     pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
@@ -282,7 +322,15 @@ impl RunningServer {
         {
             std::fs::create_dir_all(parent)?;
         }
-        std::fs::write(path, self.kubeconfig_yaml())
+        // The file holds the admin token: readable by its owner only.
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        std::io::Write::write_all(&mut opts.open(path)?, self.kubeconfig_yaml().as_bytes())?;
+        #[cfg(unix)]
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        Ok(())
     }
 
     /// Fault injection, settable while the server runs.

@@ -29,6 +29,65 @@ pub struct ApiserverArgs {
     /// Committed events kept for watches; older versions get 410 Gone.
     #[arg(long, default_value_t = 10_000)]
     pub watch_history: usize,
+    #[command(flatten)]
+    pub auth: AuthArgs,
+}
+
+/// Authentication and authorisation flags of `apiserver` and `dev`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AuthArgs {
+    /// How requests are authorised: `always-allow` (anyone the server
+    /// authenticates may do anything) or `rbac` (the admin token is allowed
+    /// everything; ServiceAccount tokens from `kubectl create token` get what
+    /// the stored Roles, ClusterRoles and bindings grant, as in a real cluster).
+    #[arg(long, value_enum, default_value_t = AuthorizationArg::AlwaysAllow)]
+    pub authorization: AuthorizationArg,
+    /// Beyond loopback, also serve requests without a bearer token (as
+    /// `system:anonymous`). Without it a non-loopback `--bind` requires the
+    /// admin token of the written kubeconfig (or a ServiceAccount token).
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuthorizationArg {
+    AlwaysAllow,
+    Rbac,
+}
+
+impl AuthArgs {
+    pub fn config(&self) -> wr_apiserver::AuthConfig {
+        wr_apiserver::AuthConfig {
+            authorization: match self.authorization {
+                AuthorizationArg::AlwaysAllow => wr_apiserver::AuthorizationMode::AlwaysAllow,
+                AuthorizationArg::Rbac => wr_apiserver::AuthorizationMode::Rbac,
+            },
+            insecure: self.insecure,
+            admin_token: None,
+        }
+    }
+
+    /// Refuse a setup that would expose a writable cluster or lock everyone
+    /// out; warn when `--insecure` opens one up on purpose.
+    pub fn check_bind(&self, bind: IpAddr, kubeconfig_written: bool) -> anyhow::Result<()> {
+        if bind.is_loopback() {
+            return Ok(());
+        }
+        if self.insecure {
+            tracing::warn!(
+                %bind,
+                authorization = ?self.authorization,
+                "--insecure: requests without a token are served as system:anonymous from any address that reaches the server"
+            );
+            return Ok(());
+        }
+        if !kubeconfig_written {
+            anyhow::bail!(
+                "--bind {bind} is reachable beyond loopback, so every request must carry the generated admin token, which is written only with --kubeconfig-out FILE; pass --kubeconfig-out (or --insecure to serve requests without a token)"
+            );
+        }
+        Ok(())
+    }
 }
 
 pub fn run(args: ApiserverArgs) -> anyhow::Result<ExitCode> {
@@ -40,12 +99,15 @@ pub fn run(args: ApiserverArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn serve(args: ApiserverArgs) -> anyhow::Result<ExitCode> {
+    args.auth
+        .check_bind(args.bind, args.kubeconfig_out.is_some())?;
     let config = wr_apiserver::Config {
         bind: SocketAddr::new(args.bind, args.port),
         data_dir: args.data_dir.clone(),
         watch_history: args.watch_history,
         fault_admin: args.enable_fault_admin,
         seed: args.seed,
+        auth: args.auth.config(),
         ..Default::default()
     };
     let server = wr_apiserver::start(config)

@@ -7,6 +7,7 @@
 //! `--plugin-dir`; [`reload`] notices when such a file changes and nudges the
 //! WasmController so the manager reloads it at once.
 
+mod host_rbac;
 mod reload;
 mod report;
 mod seed;
@@ -49,6 +50,11 @@ pub struct DevArgs {
     /// Do not create the sample parents (StaticSite `web`, Workspace `team-a`).
     #[arg(long)]
     pub no_samples: bool,
+    /// With `--authorization rbac` the host runs as ServiceAccount
+    /// `wasm-reconciler/wasm-reconciler` bound to exactly what
+    /// `wasm-reconciler rbac` prints for the installed controllers.
+    #[command(flatten)]
+    pub auth: crate::cmd::apiserver::AuthArgs,
 }
 
 impl DevArgs {
@@ -90,9 +96,12 @@ async fn serve(args: DevArgs) -> anyhow::Result<ExitCode> {
     let plugin_dir = absolute(&args.plugin_dir());
     let plugins = seed::plugin_files(&plugin_dir)?;
 
+    // dev always writes its kubeconfig (with the admin token).
+    args.auth.check_bind(args.bind, true)?;
     let server = wr_apiserver::start(wr_apiserver::Config {
         bind: SocketAddr::new(args.bind, args.port),
         data_dir: args.data_dir.clone(),
+        auth: args.auth.config(),
         ..Default::default()
     })
     .await
@@ -117,11 +126,19 @@ async fn run_host(
     plugins: &[seed::PluginFile],
     kubeconfig: &Path,
 ) -> anyhow::Result<ExitCode> {
-    let config = kube::Config::new(server.url().parse().context("API server URL")?);
+    // dev's own writes are the admin's (the kubeconfig's token).
+    let config = token_config(&server.url(), &server.admin_token()).await?;
     let client = kube::Client::try_from(config.clone())?;
-    let engine_client = kube::Client::try_from(wr_engine::engine_config(config))?;
 
     seed::install(&client, plugins, !args.no_samples).await?;
+
+    let host_config = if args.auth.authorization == crate::cmd::apiserver::AuthorizationArg::Rbac {
+        let token = host_rbac::install(&client, server, plugins).await?;
+        token_config(&server.url(), &token).await?
+    } else {
+        config
+    };
+    let engine_client = kube::Client::try_from(wr_engine::engine_config(host_config))?;
 
     let runtime = wr_runtime::PluginRuntime::new(wr_runtime::RuntimeConfig {
         cache_dir: args.data_dir.as_ref().map(|d| d.join("compile-cache")),
@@ -158,6 +175,16 @@ async fn run_host(
     result.context("running the controller manager")?;
     tracing::info!("dev cluster stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// A client configuration for `url` presenting bearer `token` (through an
+/// in-memory kubeconfig, the way kube builds every authenticated config).
+async fn token_config(url: &str, token: &str) -> anyhow::Result<kube::Config> {
+    let yaml = wr_apiserver::kubeconfig::kubeconfig_yaml_with_token(url, Some(token));
+    let kc = kube::config::Kubeconfig::from_yaml(&yaml).context("client kubeconfig")?;
+    kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .context("client configuration")
 }
 
 async fn shutdown_signal() {

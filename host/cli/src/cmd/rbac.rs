@@ -64,6 +64,26 @@ pub fn run(args: RbacArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The documents `rbac` prints for the WasmControllers (and CRDs) in
+/// `docs`, bound to ServiceAccount `namespace/service_account` (names and
+/// Lease as the command's defaults). `dev --authorization rbac` applies them.
+pub fn documents(
+    docs: &[Value],
+    namespace: &str,
+    service_account: &str,
+) -> anyhow::Result<Vec<Value>> {
+    let args = RbacArgs {
+        files: Vec::new(),
+        name: "wasm-reconciler".into(),
+        namespace: namespace.into(),
+        service_account: service_account.into(),
+        lease_name: "wasm-reconciler".into(),
+        cluster_role_only: false,
+    };
+    let (controllers, known) = collect(docs)?;
+    parse(&render(&args, &controllers, &known)?)
+}
+
 /// Every object in `path` (file, directory or `-`).
 fn read(path: &Path) -> anyhow::Result<Vec<Value>> {
     if path == Path::new("-") {

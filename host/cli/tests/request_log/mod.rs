@@ -71,6 +71,11 @@ pub fn requests_of(log: &LogSource) -> Result<Vec<RequestRecord>> {
 /// `wasm-reconciler apiserver` on a free port with the admin path on; returns
 /// it, its kubeconfig and its base URL.
 pub fn apiserver_with_log(dir: &Path) -> Result<(Proc, PathBuf, String)> {
+    apiserver_with_log_args(dir, &[])
+}
+
+/// [`apiserver_with_log`] with `extra` flags (`--authorization rbac`).
+pub fn apiserver_with_log_args(dir: &Path, extra: &[&str]) -> Result<(Proc, PathBuf, String)> {
     let kc = dir.join("kubeconfig");
     let mut child = Command::new(BIN)
         .args([
@@ -81,6 +86,7 @@ pub fn apiserver_with_log(dir: &Path) -> Result<(Proc, PathBuf, String)> {
             "--kubeconfig-out",
         ])
         .arg(&kc)
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

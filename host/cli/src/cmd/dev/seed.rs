@@ -101,6 +101,18 @@ pub fn documents(text: &str) -> anyhow::Result<Vec<Value>> {
     Ok(out)
 }
 
+/// The CRDs and WasmControllers `install` applies (for `rbac` to read).
+pub fn manifests(plugins: &[PluginFile]) -> anyhow::Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for (e, file) in EXAMPLES.iter().zip(plugins) {
+        out.extend(documents(e.crd)?);
+        for wc in documents(e.controller)? {
+            out.push(with_local_plugin(wc, &file.path)?);
+        }
+    }
+    Ok(out)
+}
+
 /// `controller` with its plugin source replaced by the local `path` (the
 /// example's `config` kept): dev needs no ConfigMap and can watch the file.
 pub fn with_local_plugin(mut controller: Value, path: &Path) -> anyhow::Result<Value> {
