@@ -318,7 +318,8 @@ async fn child_changes_are_one_event_per_reconcile() -> Result<()> {
         evs[before..],
         [(
             "ChildrenChanged".to_string(),
-            "updated ConfigMap ns1/w1-a; deleted ConfigMap ns1/w1-b, ConfigMap ns1/w1-c".to_string()
+            "updated ConfigMap ns1/w1-a; deleted ConfigMap ns1/w1-b, ConfigMap ns1/w1-c"
+                .to_string()
         )],
         "{evs:?}"
     );

@@ -285,7 +285,7 @@ async fn pass(
                 ctl.observer.as_deref(),
                 &ctl.name,
                 took,
-                &Err(e.clone()),
+                &Err::<(), _>(e.clone()),
             );
             return plugin_failed(ctl, key, &api, &parent, &on, e).await;
         }
