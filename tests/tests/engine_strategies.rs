@@ -228,7 +228,7 @@ async fn recreate_deletes_and_creates_the_child_anew() -> Result<()> {
     assert!(
         evs.contains(&(
             "ChildDeleted".to_string(),
-            "deleted ConfigMap w1-a to recreate it".to_string()
+            "deleted ConfigMap ns1/w1-a to recreate it".to_string()
         )),
         "{evs:?}"
     );
@@ -295,7 +295,7 @@ async fn child_changes_are_one_event_per_reconcile() -> Result<()> {
         evs[0],
         (
             "ChildCreated".to_string(),
-            "created ConfigMap w1-a, ConfigMap w1-b, ConfigMap w1-c".to_string()
+            "created ConfigMap ns1/w1-a, ConfigMap ns1/w1-b, ConfigMap ns1/w1-c".to_string()
         ),
         "{evs:?}"
     );
@@ -318,7 +318,8 @@ async fn child_changes_are_one_event_per_reconcile() -> Result<()> {
         evs[before..],
         [(
             "ChildrenChanged".to_string(),
-            "updated ConfigMap w1-a; deleted ConfigMap w1-b, ConfigMap w1-c".to_string()
+            "updated ConfigMap ns1/w1-a; deleted ConfigMap ns1/w1-b, ConfigMap ns1/w1-c"
+                .to_string()
         )],
         "{evs:?}"
     );

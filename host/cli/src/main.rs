@@ -40,11 +40,16 @@ enum Command {
 
 fn main() -> ExitCode {
     let mut cli = Cli::parse();
-    if matches!(cli.command, Command::Dev(_))
+    let default_filter = match cli.command {
+        Command::Dev(_) => Some(cmd::dev::DEFAULT_LOG_FILTER),
+        Command::Run(_) => Some(cmd::run::DEFAULT_LOG_FILTER),
+        _ => None,
+    };
+    if let Some(filter) = default_filter
         && cli.log.log_level.is_none()
         && std::env::var_os("RUST_LOG").is_none()
     {
-        cli.log.log_level = Some(cmd::dev::DEFAULT_LOG_FILTER.to_string());
+        cli.log.log_level = Some(filter.to_string());
     }
     if let Err(err) = logging::init(&cli.log) {
         eprintln!("error: {err:#}");

@@ -288,3 +288,68 @@ fn dev_runs_the_examples_follows_edits_hot_reloads_and_stops_cleanly() {
     let status = dev.wait_exit();
     assert!(status.success(), "exit {status:?}\n{}", dev.diagnostics());
 }
+
+/// docs/dev.md: "To try your own plugin, put its component in a directory of
+/// your own, point `--plugin-dir` there, and create a WasmController whose
+/// `spec.plugin.path` names the file." The directory holds no example.
+#[test]
+fn dev_runs_a_plugin_dir_holding_only_your_own_components() {
+    let work = tempfile::tempdir().unwrap();
+    let plugins = work.path().join("mine");
+    std::fs::create_dir_all(&plugins).unwrap();
+    let mine = plugins.join("my_site.wasm");
+    std::fs::copy(plugin_path("static-site"), &mine).unwrap();
+    let kc = work.path().join("kubeconfig");
+
+    let mut dev = Dev::start(work.path(), &plugins, "own");
+    // It runs (the banner is printed once everything is installed) ...
+    let deadline = Instant::now() + CONVERGE;
+    while !std::fs::read_to_string(&dev.out)
+        .unwrap_or_default()
+        .contains("kubeconfig written to")
+    {
+        if let Some(status) = dev.child.try_wait().unwrap() {
+            panic!(
+                "dev exited ({status}) with a plugin dir of its own\n{}",
+                dev.diagnostics()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no banner\n{}",
+            dev.diagnostics()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // ... without the examples it has no component for ...
+    let wcs = get_json(&kc, &["get", "wasmcontrollers"]).unwrap();
+    assert_eq!(wcs["items"].as_array().map(Vec::len), Some(0), "{wcs}");
+
+    // ... and runs a controller of the user's own on that component.
+    let wc = format!(
+        "apiVersion: wasm-reconciler.dev/v1alpha1\nkind: WasmController\n\
+         metadata: {{name: my-site}}\nspec:\n  \
+         parentResource: {{apiVersion: examples.wasm-reconciler.dev/v1alpha1, resource: staticsites}}\n  \
+         childResources:\n  - {{apiVersion: apps/v1, resource: deployments}}\n  \
+         - {{apiVersion: v1, resource: services}}\n  - {{apiVersion: v1, resource: configmaps}}\n  \
+         plugin: {{path: {}}}\n",
+        mine.display()
+    );
+    let site = "apiVersion: examples.wasm-reconciler.dev/v1alpha1\nkind: StaticSite\n\
+                metadata: {name: mine, namespace: default}\n\
+                spec: {image: 'nginx:1.27', replicas: 1, port: 8080, content: {index.html: hi}}\n";
+    for (name, doc) in [("wc.yaml", wc.as_str()), ("site.yaml", site)] {
+        let f = work.path().join(name);
+        std::fs::write(&f, doc).unwrap();
+        kubectl(&kc, &["apply", "-f", f.to_str().unwrap()]).unwrap();
+    }
+    let uid = eventually(&dev, "StaticSite mine Ready", || {
+        ready_uid(&kc, "staticsite", "mine")
+    });
+    eventually(&dev, "children of mine", || {
+        (children_of(&kc, "deployments", &uid).len() == 1).then_some(())
+    });
+    dev.signal("TERM");
+    let status = dev.wait_exit();
+    assert!(status.success(), "exit {status:?}\n{}", dev.diagnostics());
+}

@@ -146,8 +146,18 @@ pub fn decide(
     }
 }
 
+/// How logs, events and conditions name a child: `"<Kind> <namespace>/<name>"`
+/// (`"<Kind> <name>"` when cluster-scoped), so children of a cluster-scoped
+/// parent spread over namespaces can be told apart.
+pub fn child_label(kind: &str, namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
+    }
+}
+
 /// The message of a [`ChildAction::Collision`] on the parent's `Ready` condition
-/// and in the Warning event; `label` is `"<Kind> <name>"`.
+/// and in the Warning event; `label` is from [`child_label`].
 pub fn collision_message(label: &str, why: &str) -> String {
     format!("{label} not applied: {why}")
 }

@@ -1,7 +1,7 @@
 //! One running controller (one per WasmController): its resolved resources,
 //! shared caches, trigger subscriptions, work queue and workers.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -21,6 +21,7 @@ use crate::observe::EngineObserver;
 use crate::plugin::ReconcilePlugin;
 use crate::queue::{Backoff, ObjectKey, WorkQueue};
 use crate::resolve::{ResolveError, Resolved, resolve};
+use crate::status_schema::SchemaCheck;
 use crate::validate::DeclaredKind;
 
 /// Default full resync period.
@@ -96,9 +97,58 @@ pub(crate) struct Controller {
     pub status_seen: crate::status::StatusMemory,
     pub stats: Arc<ControllerStats>,
     pub observer: Option<Arc<dyn EngineObserver>>,
+    /// The parent CRD's status schema, read at start ([`crate::status_schema`]).
+    pub status_schema: SchemaCheck,
+    /// Parents whose status the API server refused (422), with its message;
+    /// reported on the WasmController by the manager.
+    pub status_rejections: Mutex<BTreeMap<ObjectKey, String>>,
+    /// Asks the manager to sync this controller's WasmController soon (to
+    /// report something new on it).
+    pub nudge: Option<Nudge>,
+}
+
+/// A callback that makes the manager sync one WasmController.
+pub type Nudge = Arc<dyn Fn() + Send + Sync>;
+
+/// What the parents' status writes tell about the WasmController's setup.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusReport {
+    /// The parent CRD's schema as read at start.
+    pub schema: SchemaCheck,
+    /// Parents whose status the API server refuses: how many, and the first
+    /// (by key) with the server's message.
+    pub rejected: Option<(usize, ObjectKey, String)>,
 }
 
 impl Controller {
+    /// Records that the API server refused the status of `key`; nudges the
+    /// manager when this is news.
+    pub fn status_rejected(&self, key: &ObjectKey, message: &str) {
+        let news = {
+            let mut m = self
+                .status_rejections
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            m.insert(key.clone(), message.to_string()).as_deref() != Some(message)
+        };
+        if news && let Some(n) = &self.nudge {
+            n();
+        }
+    }
+
+    /// Records that a status of `key` was stored (or the parent is gone).
+    pub fn status_accepted(&self, key: &ObjectKey) {
+        let was = self
+            .status_rejections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key)
+            .is_some();
+        if was && let Some(n) = &self.nudge {
+            n();
+        }
+    }
+
     pub fn plugin(&self) -> Arc<dyn ReconcilePlugin> {
         self.plugin
             .read()
@@ -186,6 +236,8 @@ pub struct ControllerSettings {
     pub backoff: Backoff,
     /// Metrics/probe seam ([`crate::observe`]).
     pub observer: Option<Arc<dyn EngineObserver>>,
+    /// Makes the manager sync this controller's WasmController.
+    pub nudge: Option<Nudge>,
 }
 
 /// A started controller; stop it with [`ControllerHandle::stop`].
@@ -245,6 +297,24 @@ impl ControllerHandle {
     /// The parent resource this controller reconciles.
     pub fn parent_resource(&self) -> &ApiResource {
         &self.ctl.parent.ar
+    }
+
+    /// The parent status schema check and the refused status writes.
+    pub fn status_report(&self) -> StatusReport {
+        let rejected = {
+            let m = self
+                .ctl
+                .status_rejections
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            m.iter()
+                .next()
+                .map(|(k, msg)| (m.len(), k.clone(), msg.clone()))
+        };
+        StatusReport {
+            schema: self.ctl.status_schema.clone(),
+            rejected,
+        }
     }
 
     /// Stops triggers and workers; in-flight reconciles finish first.
@@ -310,6 +380,10 @@ pub(crate) async fn start(
             cache: caches.get(&r.ar),
         });
     }
+    let status_schema = crate::status_schema::read(client, &parent.ar).await;
+    if let SchemaCheck::Unreadable(why) = &status_schema {
+        tracing::debug!(controller = %name, reason = %why, "parent status schema not checked");
+    }
     let call_limits = crate::plan::call_limits(spec);
     let field_manager = format!("wasm-reconciler/{name}");
     let ctl = Arc::new(Controller {
@@ -337,6 +411,9 @@ pub(crate) async fn start(
         status_seen: crate::status::StatusMemory::default(),
         stats: Arc::new(ControllerStats::default()),
         observer: settings.observer.clone(),
+        status_schema,
+        status_rejections: Mutex::new(BTreeMap::new()),
+        nudge: settings.nudge.clone(),
     });
     let subs = subscribe(&ctl);
     let mut tasks = Vec::new();

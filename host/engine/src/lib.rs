@@ -16,6 +16,7 @@ pub mod diff;
 pub mod errors;
 pub mod events;
 pub mod finalize;
+pub mod loads;
 pub mod manager;
 pub mod observe;
 pub mod plan;
@@ -27,6 +28,7 @@ mod reconcile;
 pub mod resolve;
 pub mod rollout;
 pub mod status;
+pub mod status_schema;
 pub mod validate;
 pub mod wasm;
 

@@ -36,6 +36,7 @@ use crate::plugin_watch::SourceWatch;
 use crate::queue::{Backoff, ObjectKey, Outcome, WorkQueue};
 use crate::resolve::resolve;
 use crate::rollout::{Judge, Judged, Verdict};
+use crate::status_schema::SchemaCheck;
 
 /// Finalizer the manager puts on WasmControllers.
 pub const CLEANUP_FINALIZER: &str = "wasm-reconciler.dev/cleanup";
@@ -56,6 +57,10 @@ pub struct ManagerOptions {
     /// Told about reconciles, plugin calls, queues and cache sync (metrics
     /// and probes; see [`crate::observe`]). `None`: nothing is recorded.
     pub observer: Option<Arc<dyn crate::observe::EngineObserver>>,
+    /// Plugin loads (compiles) that may run at once, across controllers
+    /// ([`crate::loads`]); at least 2, so a large component never holds the
+    /// last slot.
+    pub parallel_loads: usize,
 }
 
 impl Default for ManagerOptions {
@@ -65,6 +70,7 @@ impl Default for ManagerOptions {
             backoff: Backoff::default(),
             plugin_poll: Duration::from_secs(5),
             observer: None,
+            parallel_loads: crate::loads::default_parallel_loads(),
         }
     }
 }
@@ -90,6 +96,7 @@ struct Inner {
     caches: Arc<CacheRegistry>,
     running: tokio::sync::Mutex<HashMap<String, Running>>,
     plugins: std::sync::Mutex<HashMap<String, PluginState>>,
+    load_slots: crate::loads::LoadSlots,
     events: EventRecorder,
     wc_ar: ApiResource,
 }
@@ -148,6 +155,7 @@ impl Manager {
                 caches: Arc::new(CacheRegistry::new(client.clone())),
                 events: EventRecorder::new(client.clone(), MANAGER_FIELD_MANAGER.into()),
                 plugins: std::sync::Mutex::new(HashMap::new()),
+                load_slots: crate::loads::LoadSlots::new(opts.parallel_loads),
                 client,
                 loader,
                 opts,
@@ -368,33 +376,16 @@ async fn sync_controller(
     }
 
     let needs_plugin = current.as_ref().map(|(_, d)| d != &digest).unwrap_or(true);
+    let mut load_ms = None;
     let plugin: Option<Arc<dyn ReconcilePlugin>> = if needs_plugin {
-        let failed_before = lock(&inner.plugins)
-            .get(&name)
-            .and_then(|p| p.failed_digest.clone())
-            == Some(digest.clone());
-        if failed_before {
+        match load_state(inner, &name, &digest) {
             // Same broken bytes as last time: nothing to retry until the source changes.
-            return Outcome::Success {
-                next: Some(inner.opts.plugin_poll),
-            };
-        }
-        let started = std::time::Instant::now();
-        let loaded = inner.loader.load(fetched.bytes.clone()).await;
-        if let Some(obs) = &inner.opts.observer {
-            obs.plugin_loaded(&name, current.is_some(), loaded.is_ok());
-        }
-        match loaded {
-            Ok(p) => {
-                tracing::info!(controller = %name, digest = %digest, load_ms = started.elapsed().as_millis() as u64, "plugin compiled");
-                Some(p)
+            LoadState::Failed => {
+                return Outcome::Success {
+                    next: Some(inner.opts.plugin_poll),
+                };
             }
-            Err(msg) => {
-                tracing::warn!(controller = %name, digest = %digest, error = %msg, "plugin failed to load; previous version keeps running");
-                lock(&inner.plugins)
-                    .entry(name.clone())
-                    .or_default()
-                    .failed_digest = Some(digest.clone());
+            LoadState::Refused(msg) => {
                 refuse(
                     inner,
                     &api,
@@ -408,6 +399,30 @@ async fn sync_controller(
                     next: Some(inner.opts.plugin_poll),
                 };
             }
+            LoadState::Ready(p, ms) => {
+                load_ms = ms;
+                Some(p)
+            }
+            // A load of this controller is running (its end syncs again), or
+            // was just started off this loop: other controllers go on meanwhile.
+            LoadState::Busy => {
+                return Outcome::Success {
+                    next: Some(inner.opts.plugin_poll),
+                };
+            }
+            LoadState::Start => {
+                spawn_load(
+                    inner,
+                    queue,
+                    &wc_key,
+                    &digest,
+                    fetched.bytes.clone(),
+                    current.is_some(),
+                );
+                return Outcome::Success {
+                    next: Some(inner.opts.plugin_poll),
+                };
+            }
         }
     } else {
         None
@@ -416,7 +431,7 @@ async fn sync_controller(
     let loaded_now = plugin.is_some();
     match (current, plugin) {
         (Some((h, _)), Some(p)) if h == spec_hash => {
-            tracing::info!(controller = %name, digest = %digest, action = "hot-reload", "plugin changed; swapping");
+            tracing::info!(controller = %name, digest = %digest, load_ms, action = "hot-reload", "plugin changed; swapped in");
             if let Some(r) = running.get_mut(&name) {
                 let old = (r.digest.clone(), r.handle.ctl.serving_plugin());
                 let p = judged(inner, queue, &wc_key, &wc.spec, p, &digest);
@@ -442,23 +457,40 @@ async fn sync_controller(
                 tracing::info!(controller = %name, action = "reconfigure", "spec changed; restarting controller");
                 old.handle.stop().await;
             }
+            let nudge: controller::Nudge = {
+                let q = Arc::downgrade(queue);
+                let k = wc_key.clone();
+                Arc::new(move || {
+                    if let Some(q) = q.upgrade() {
+                        q.add(k.clone());
+                    }
+                })
+            };
             let settings = ControllerSettings {
                 default_resync: inner.opts.default_resync,
                 backoff: inner.opts.backoff,
                 observer: inner.opts.observer.clone(),
+                nudge: Some(nudge),
             };
             match controller::start(
                 &inner.client,
                 &inner.caches,
                 &name,
                 &wc.spec,
-                plugin,
+                plugin.clone(),
                 &settings,
             )
             .await
             {
                 Ok(handle) => {
-                    tracing::info!(controller = %name, digest = %digest, action = "start", "controller started");
+                    tracing::info!(
+                        controller = %name,
+                        parent = %handle.parent_resource().plural,
+                        digest = %digest,
+                        load_ms,
+                        action = "start",
+                        "controller started"
+                    );
                     running.insert(
                         name.clone(),
                         Running {
@@ -467,10 +499,40 @@ async fn sync_controller(
                             handle,
                         },
                     );
+                    let mut st = lock(&inner.plugins);
+                    let ps = st.entry(name.clone()).or_default();
+                    ps.start_failures = 0;
+                    ps.start_error = None;
                 }
                 Err(e) => {
                     drop(running);
-                    tracing::warn!(controller = %name, error = %e, "controller cannot start yet");
+                    let message = e.to_string();
+                    let (news, delay) = {
+                        let mut st = lock(&inner.plugins);
+                        let ps = st.entry(name.clone()).or_default();
+                        // Keep the loaded version: a retry must not load it again.
+                        ps.loaded = Some(LoadedVersion {
+                            digest: digest.clone(),
+                            result: Ok(plugin),
+                            load_ms,
+                        });
+                        ps.start_failures = ps.start_failures.saturating_add(1);
+                        let news = ps.start_error.as_deref() != Some(message.as_str());
+                        ps.start_error = Some(message.clone());
+                        (news, start_retry_delay(ps.start_failures))
+                    };
+                    let retry_s = delay.as_secs();
+                    if news {
+                        tracing::warn!(controller = %name, error = %message, retry_s, "controller cannot start; retrying with backoff");
+                        inner.events.record(
+                            &wc_regarding(&wc),
+                            EventKind::Warning,
+                            "CannotStart",
+                            &message,
+                        );
+                    } else {
+                        tracing::debug!(controller = %name, error = %message, retry_s, "controller still cannot start");
+                    }
                     set_cond(&mut status, "PluginLoaded", true, "Loaded", "", generation);
                     status.plugin_digest = Some(digest);
                     set_cond(
@@ -478,13 +540,11 @@ async fn sync_controller(
                         "Ready",
                         false,
                         "ResourceNotFound",
-                        &e.to_string(),
+                        &message,
                         generation,
                     );
                     write_wc_status(&api, &wc, status).await;
-                    return Outcome::Failure {
-                        at_least: Some(Duration::from_secs(1)),
-                    };
+                    return Outcome::Success { next: Some(delay) };
                 }
             }
         }
@@ -493,11 +553,13 @@ async fn sync_controller(
         .get(&name)
         .map(|r| r.handle.health_counts())
         .unwrap_or((0, 0));
+    let report = running.get(&name).map(|r| r.handle.status_report());
     drop(running);
     if loaded_now {
         let mut st = lock(&inner.plugins);
         let ps = st.entry(name.clone()).or_default();
         ps.failed_digest = None;
+        ps.loaded = None;
         ps.loaded_at = Some(now_rfc3339());
         ps.source_rv = fetched.resource_version.clone();
         drop(st);
@@ -512,11 +574,246 @@ async fn sync_controller(
     status.parents_failing = failing;
     set_cond(&mut status, "PluginLoaded", true, "Loaded", "", generation);
     set_cond(&mut status, "Ready", true, "Running", "", generation);
+    if let Some(report) = report {
+        report_parent_status(inner, &wc, &mut status, &report, generation);
+    }
     fill_plugin_status(inner, &name, &mut status).await;
     write_wc_status(&api, &wc, status).await;
     Outcome::Success {
         next: Some(inner.opts.plugin_poll),
     }
+}
+
+/// First delay before retrying a controller that could not start (a child or
+/// parent kind the cluster does not serve yet); doubles per failure.
+pub const START_RETRY_BASE: Duration = Duration::from_secs(1);
+/// Longest delay between start attempts: a CRD installed later is picked up
+/// within this long (or at once when the WasmController changes).
+pub const START_RETRY_CAP: Duration = Duration::from_secs(60);
+
+/// Delay after the `failures`-th consecutive failed start (1-based).
+fn start_retry_delay(failures: u32) -> Duration {
+    let shift = failures.saturating_sub(1).min(16);
+    START_RETRY_BASE
+        .saturating_mul(1u32 << shift)
+        .min(START_RETRY_CAP)
+}
+
+/// Puts the parents' status health on the WasmController:
+/// `ParentStatusSchema` (does the parent CRD keep the host's status fields?)
+/// and `ParentStatusAccepted` (does the API server store the status the host
+/// writes?), each with a Warning event when it turns False.
+fn report_parent_status(
+    inner: &Arc<Inner>,
+    wc: &WasmController,
+    status: &mut WasmControllerStatus,
+    report: &controller::StatusReport,
+    generation: Option<i64>,
+) {
+    match &report.schema {
+        SchemaCheck::Read(schema) => {
+            let pruned = schema.pruned_host_fields();
+            if pruned.is_empty() {
+                set_cond(
+                    status,
+                    "ParentStatusSchema",
+                    true,
+                    "Compatible",
+                    "",
+                    generation,
+                );
+            } else {
+                let message = format!(
+                    "CRD {} prunes {}: parents never show the host's Ready condition or observedGeneration; \
+                     declare them in the status schema (or set x-kubernetes-preserve-unknown-fields on status)",
+                    schema.crd,
+                    pruned.join(", ")
+                );
+                warn_cond(
+                    inner,
+                    wc,
+                    status,
+                    "ParentStatusSchema",
+                    "StatusFieldsPruned",
+                    &message,
+                    generation,
+                );
+            }
+        }
+        SchemaCheck::Unreadable(why) => set_cond_to(
+            status,
+            "ParentStatusSchema",
+            "Unknown",
+            "SchemaUnreadable",
+            why,
+            generation,
+        ),
+        SchemaCheck::BuiltIn => {
+            status
+                .conditions
+                .retain(|c| c.type_ != "ParentStatusSchema");
+        }
+    }
+    match &report.rejected {
+        None => set_cond(
+            status,
+            "ParentStatusAccepted",
+            true,
+            "Accepted",
+            "",
+            generation,
+        ),
+        Some((n, key, msg)) => {
+            let message =
+                format!("the API server rejected the status of {n} parent(s), e.g. {key}: {msg}");
+            warn_cond(
+                inner,
+                wc,
+                status,
+                "ParentStatusAccepted",
+                "StatusRejected",
+                &message,
+                generation,
+            );
+        }
+    }
+}
+
+/// Sets condition `type_` False with a Warning event on the WasmController,
+/// the event only when the condition did not already say so.
+fn warn_cond(
+    inner: &Arc<Inner>,
+    wc: &WasmController,
+    status: &mut WasmControllerStatus,
+    type_: &str,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) {
+    let said = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == type_ && c.status == "False" && c.message == message);
+    if !said {
+        tracing::warn!(
+            controller = wc.metadata.name.as_deref().unwrap_or(""),
+            condition = type_,
+            reason,
+            message,
+            "parent status problem"
+        );
+        inner
+            .events
+            .record(&wc_regarding(wc), EventKind::Warning, reason, message);
+    }
+    set_cond(status, type_, false, reason, message, generation);
+}
+
+/// What the loading path holds for one controller and version.
+enum LoadState {
+    /// This version failed to load before.
+    Failed,
+    /// This version just failed to load (reported once).
+    Refused(String),
+    /// This version is loaded and waits to serve (with how long it took).
+    Ready(Arc<dyn ReconcilePlugin>, Option<u64>),
+    /// A load of this controller is in flight.
+    Busy,
+    /// Nothing yet: the caller starts the load.
+    Start,
+}
+
+/// Looks up (and, for [`LoadState::Start`], claims) the load of `digest`.
+fn load_state(inner: &Inner, name: &str, digest: &str) -> LoadState {
+    let mut st = lock(&inner.plugins);
+    let ps = st.entry(name.to_string()).or_default();
+    if ps.failed_digest.as_deref() == Some(digest) {
+        return LoadState::Failed;
+    }
+    if let Some(l) = ps.loaded.take_if(|l| l.digest == digest) {
+        return match l.result {
+            Ok(p) => {
+                let ready = LoadState::Ready(p.clone(), l.load_ms);
+                ps.loaded = Some(LoadedVersion {
+                    digest: l.digest,
+                    result: Ok(p),
+                    load_ms: l.load_ms,
+                });
+                ready
+            }
+            Err(msg) => {
+                ps.failed_digest = Some(digest.to_string());
+                LoadState::Refused(msg)
+            }
+        };
+    }
+    if ps.loading.is_some() {
+        return LoadState::Busy;
+    }
+    ps.loading = Some(digest.to_string());
+    LoadState::Start
+}
+
+/// Loads a version off the manager's sync loop, within the load slots
+/// ([`crate::loads`]), so one controller's long compile never holds up
+/// another controller's start or hot reload. Its end stores the result and
+/// syncs the controller again.
+fn spawn_load(
+    inner: &Arc<Inner>,
+    queue: &Arc<WorkQueue>,
+    wc_key: &ObjectKey,
+    digest: &str,
+    bytes: Vec<u8>,
+    reload: bool,
+) {
+    let inner = inner.clone();
+    let queue = Arc::downgrade(queue);
+    let key = wc_key.clone();
+    let digest = digest.to_string();
+    tokio::spawn(async move {
+        let name = key.name.clone();
+        let size = bytes.len();
+        let slot = inner.load_slots.acquire(size).await;
+        let started = std::time::Instant::now();
+        let result = inner.loader.load(bytes).await;
+        let load_ms = started.elapsed().as_millis() as u64;
+        drop(slot);
+        if let Some(obs) = &inner.opts.observer {
+            obs.plugin_loaded(&name, reload, result.is_ok());
+        }
+        match &result {
+            Ok(_) => {
+                tracing::debug!(controller = %name, digest = %digest, size, load_ms, "plugin compiled")
+            }
+            Err(msg) => {
+                tracing::warn!(controller = %name, digest = %digest, error = %msg, "plugin failed to load; previous version keeps running")
+            }
+        }
+        {
+            let mut st = lock(&inner.plugins);
+            // The controller was deleted (or its state reset) meanwhile.
+            let Some(ps) = st.get_mut(&name) else { return };
+            if ps.loading.as_deref() != Some(digest.as_str()) {
+                return;
+            }
+            ps.loading = None;
+            ps.loaded = Some(LoadedVersion {
+                digest,
+                result,
+                load_ms: Some(load_ms),
+            });
+        }
+        if let Some(q) = queue.upgrade() {
+            q.add(key);
+        }
+    });
+}
+
+/// A finished load waiting to serve.
+struct LoadedVersion {
+    digest: String,
+    result: Result<Arc<dyn ReconcilePlugin>, String>,
+    load_ms: Option<u64>,
 }
 
 /// Per-controller state of the plugin-loading path.
@@ -536,6 +833,14 @@ struct PluginState {
     loaded_at: Option<String>,
     /// resourceVersion of the ConfigMap the serving version came from.
     source_rv: Option<String>,
+    /// Digest of the load in flight (one at a time per controller).
+    loading: Option<String>,
+    /// A finished load not serving yet; kept while the controller cannot
+    /// start so that a retry does not load it again.
+    loaded: Option<LoadedVersion>,
+    /// Consecutive failed starts (backoff) and the last error (said once).
+    start_failures: u32,
+    start_error: Option<String>,
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -543,10 +848,7 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn now_rfc3339() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .round(k8s_openapi::jiff::Unit::Second)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
+    crate::reconcile::whole_seconds(k8s_openapi::jiff::Timestamp::now())
 }
 
 /// Reads the plugin source: through the controller's ConfigMap watch (started
@@ -587,7 +889,7 @@ async fn read_source(
                         }
                     }),
                 ));
-                tracing::info!(controller = %name, namespace = %cm.namespace, configmap = %cm.name, "watching plugin ConfigMap");
+                tracing::debug!(controller = %name, namespace = %cm.namespace, configmap = %cm.name, "watching plugin ConfigMap");
                 ps.watch = Some(w.clone());
                 w
             }
@@ -783,7 +1085,7 @@ async fn release_parents(
             (Some(ns), true) => Api::namespaced_with(inner.client.clone(), ns, &parent.ar),
             _ => all.clone(),
         };
-        tracing::info!(controller = %name, parent = p.metadata.name.as_deref().unwrap_or(""), action = "release-parent", "removing finalizer of deleted controller");
+        tracing::info!(controller = %name, namespace = p.metadata.namespace.as_deref().unwrap_or(""), parent = p.metadata.name.as_deref().unwrap_or(""), action = "release-parent", "removing finalizer of deleted controller");
         match finalize::remove(&api, &p, &f, MANAGER_FIELD_MANAGER).await {
             Ok(()) => {}
             Err(e) if classify(&e) == ApiErrorClass::NotFound => {}
@@ -802,11 +1104,21 @@ fn set_cond(
     generation: Option<i64>,
 ) {
     let value = if ok { "True" } else { "False" };
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-        k8s_openapi::jiff::Timestamp::now()
-            .round(k8s_openapi::jiff::Unit::Second)
-            .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now()),
-    );
+    set_cond_to(status, type_, value, reason, message, generation);
+}
+
+fn set_cond_to(
+    status: &mut WasmControllerStatus,
+    type_: &str,
+    value: &str,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) {
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time({
+        let t = k8s_openapi::jiff::Timestamp::now();
+        k8s_openapi::jiff::Timestamp::from_second(t.as_second()).unwrap_or(t)
+    });
     status.observed_generation = generation;
     match status.conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(c) => {

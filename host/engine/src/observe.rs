@@ -28,11 +28,14 @@ pub enum ReconcileResult {
     Success,
     /// A transient error: retried with backoff.
     TransientError,
-    /// A permanent plugin error or invalid output: no hot retry.
+    /// A permanent plugin error (the plugin's own verdict) or a status the
+    /// API server refused: no hot retry.
     PermanentError,
     /// The last attempt ended in a write conflict (409).
     Conflict,
-    /// The plugin trapped, timed out, ran out of fuel or memory.
+    /// The plugin trapped, timed out, ran out of fuel or memory, or answered
+    /// with invalid output (malformed, or rejected by the host's validation;
+    /// not retried either).
     PluginFault,
 }
 

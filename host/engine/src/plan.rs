@@ -33,6 +33,7 @@ use crate::finalize;
 use crate::plugin::{PluginError, ReconcilePlugin};
 use crate::queue::ObjectKey;
 use crate::status::{DesiredCondition, StatusUpdate, next_status};
+use crate::status_schema::StatusSchema;
 use crate::validate::validate_response;
 
 pub use fields::{ConditionChange, ConditionView, FieldChange};
@@ -193,6 +194,7 @@ pub async fn plan_parent(
         };
         status_effect(
             out,
+            target.status_schema.as_ref(),
             current_status,
             parent.metadata.generation,
             &update,
@@ -268,7 +270,8 @@ pub async fn plan_parent(
             ChildAction::Recreate { .. } => PlannedAction::Recreate,
             ChildAction::Left => PlannedAction::Leave,
             ChildAction::Collision(why) => {
-                let label = format!("{} {}", kind.resolved.ar.kind, d.name);
+                let label =
+                    apply::child_label(&kind.resolved.ar.kind, d.namespace.as_deref(), &d.name);
                 let message = apply::collision_message(&label, &why);
                 conflict.get_or_insert_with(|| message.clone());
                 child.message = Some(message);
@@ -320,6 +323,7 @@ pub async fn plan_parent(
         };
         status_effect(
             &mut out,
+            target.status_schema.as_ref(),
             current_status,
             parent.metadata.generation,
             &update,
@@ -340,8 +344,12 @@ pub async fn plan_parent(
     out
 }
 
+/// The status the reconcile would write, compared as the API server would
+/// store it: fields the parent CRD prunes neither count as changes nor make a
+/// write (the reconcile path skips such a write too).
 fn status_effect(
     out: &mut ParentPlan,
+    schema: Option<&StatusSchema>,
     current: Option<&Value>,
     generation: Option<i64>,
     update: &StatusUpdate,
@@ -350,10 +358,18 @@ fn status_effect(
     let Some(new) = next_status(current, generation, update, now) else {
         return;
     };
+    let stored = match schema {
+        Some(s) => s.stored(&new),
+        None => Some(new),
+    };
+    if stored.as_ref() == current {
+        return;
+    }
     let empty = Value::Object(Default::default());
+    let stored = stored.unwrap_or_else(|| empty.clone());
     out.status_write = true;
-    out.conditions = fields::condition_changes(current, Some(&new));
-    out.status = fields::value_changes(current.unwrap_or(&empty), &new, &["conditions"]);
+    out.conditions = fields::condition_changes(current, Some(&stored));
+    out.status = fields::value_changes(current.unwrap_or(&empty), &stored, &["conditions"]);
 }
 
 fn failure_of(e: PluginError) -> PlanFailure {

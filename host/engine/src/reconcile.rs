@@ -32,6 +32,10 @@ enum Fail {
     Conflict,
     /// Back off (at least this long).
     Backoff(Option<Duration>),
+    /// The API server refused the parent's status (422): reported (log, Event
+    /// on the parent, condition on the WasmController); retrying the same
+    /// status cannot help, so the next run is the resync or a parent change.
+    StatusRejected,
 }
 
 fn api_fail(e: &kube::Error) -> Fail {
@@ -78,6 +82,13 @@ async fn passes(ctl: &Arc<Controller>, key: &ObjectKey, mut parent: DynamicObjec
         match pass(ctl, key, parent).await {
             Ok(next) => return Outcome::Success { next },
             Err(Fail::Backoff(at_least)) => return Outcome::Failure { at_least },
+            Err(Fail::StatusRejected) => {
+                crate::observe::note(crate::observe::ReconcileResult::PermanentError);
+                ctl.set_health(key, Some(false));
+                return Outcome::Success {
+                    next: Some(ctl.jittered_resync()),
+                };
+            }
             Err(Fail::Conflict) if attempt < CONFLICT_RETRIES => {
                 tracing::debug!(action = "refetch", "conflict; reading the parent fresh");
                 match parent_api(ctl, key).get_opt(&key.name).await {
@@ -116,6 +127,7 @@ fn forget(ctl: &Controller, key: &ObjectKey) {
         .remove(key);
     ctl.set_health(key, None);
     ctl.forget_status(key);
+    ctl.status_accepted(key);
 }
 
 fn parent_api(ctl: &Controller, key: &ObjectKey) -> Api<DynamicObject> {
@@ -144,10 +156,17 @@ fn regarding(ctl: &Controller, p: &DynamicObject) -> Regarding {
 }
 
 fn now_rfc3339() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .round(k8s_openapi::jiff::Unit::Second)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
+    whole_seconds(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// `t` as RFC 3339 in UTC, cut to the whole second: the `now` of a request and
+/// the `lastTransitionTime` the host writes (`metav1.Time` has no fraction).
+/// Truncated, never rounded: a plugin must not be told a time that has not
+/// come yet (rounding could put it up to half a second ahead).
+pub(crate) fn whole_seconds(t: k8s_openapi::jiff::Timestamp) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(t.as_second())
+        .unwrap_or(t)
+        .to_string()
 }
 
 /// A problem found while applying children; reported on Ready.
@@ -257,19 +276,22 @@ async fn pass(
     let plugin = ctl.plugin();
     let started = std::time::Instant::now();
     let result = plugin.reconcile(&req, &ctl.limits).await;
-    crate::observe::plugin_returned(
-        ctl.observer.as_deref(),
-        &ctl.name,
-        started.elapsed(),
-        &result,
-    );
+    let took = started.elapsed();
     let on = regarding(ctl, &parent);
     let resp = match result {
         Ok(r) => r,
-        Err(e) => return plugin_failed(ctl, key, &api, &parent, &on, e).await,
+        Err(e) => {
+            crate::observe::plugin_returned(
+                ctl.observer.as_deref(),
+                &ctl.name,
+                took,
+                &Err::<(), _>(e.clone()),
+            );
+            return plugin_failed(ctl, key, &api, &parent, &on, e).await;
+        }
     };
 
-    let desired = match validate_response(
+    let validated = validate_response(
         &resp,
         &ctl.declared,
         parent
@@ -277,11 +299,21 @@ async fn pass(
             .namespace
             .as_deref()
             .filter(|_| ctl.parent.namespaced),
-    ) {
+    );
+    // Output the host rejects is a plugin fault (`invalid_output`) exactly like
+    // output the runtime could not decode: the plugin broke the contract.
+    let verdict: Result<(), PluginError> = match &validated {
+        Ok(_) => Ok(()),
+        Err(invalid) => Err(PluginError::Permanent {
+            reason: "InvalidPluginOutput".into(),
+            message: invalid.0.clone(),
+        }),
+    };
+    crate::observe::plugin_returned(ctl.observer.as_deref(), &ctl.name, took, &verdict);
+    let desired = match validated {
         Ok(d) => d,
         Err(invalid) => {
             tracing::warn!(action = "reject-output", error = %invalid, "invalid plugin output; nothing applied");
-            crate::observe::note(crate::observe::ReconcileResult::PermanentError);
             ctl.events
                 .record(&on, EventKind::Warning, "InvalidPluginOutput", &invalid.0);
             remember_permanent(
@@ -323,7 +355,7 @@ async fn pass(
     let mut problems: Vec<ChildProblem> = Vec::new();
     for d in &desired {
         let kind = &ctl.children[d.kind_index];
-        let label = format!("{} {}", kind.resolved.ar.kind, d.name);
+        let label = apply::child_label(&kind.resolved.ar.kind, d.namespace.as_deref(), &d.name);
         let obj = apply::desired_object(&d.object, &owner);
         let cached = kind.cache.get(&ObjectKey {
             namespace: d.namespace.clone(),
@@ -356,7 +388,11 @@ async fn pass(
             continue;
         }
         let child_uid = child.metadata.uid.clone().unwrap_or_default();
-        let label = format!("{} {}", ctl.children[*i].resolved.ar.kind, name);
+        let label = apply::child_label(
+            &ctl.children[*i].resolved.ar.kind,
+            child.metadata.namespace.as_deref(),
+            &name,
+        );
         tracing::info!(action = "delete-child", child = %label, "deleting child that is no longer desired");
         match apply::delete(
             &child_api(ctl, *i, child.metadata.namespace.as_deref()),
@@ -696,8 +732,16 @@ async fn write_status(
     for _ in 0..=CONFLICT_RETRIES {
         let base = fresh.as_ref().unwrap_or(parent);
         let current = base.data.get("status");
-        let Some(new) = next_status(current, base.metadata.generation, &update, &now_rfc3339())
-        else {
+        // A status that differs only in fields the parent CRD prunes is
+        // already what the server would store: writing it changes nothing.
+        let computed = next_status(current, base.metadata.generation, &update, &now_rfc3339())
+            .filter(|new| {
+                ctl.status_schema
+                    .schema()
+                    .is_none_or(|s| s.stored(new).as_ref() != current)
+            });
+        let Some(new) = computed else {
+            ctl.status_accepted(key);
             ctl.remember_status(key, current);
             // The pass judged a parent snapshot taken when it started. If the
             // cache moved on meanwhile (typically the echo of this host's own
@@ -748,6 +792,7 @@ async fn write_status(
         };
         match r {
             Ok(stored) => {
+                ctl.status_accepted(key);
                 // What the server kept (it may prune or default fields).
                 ctl.remember_status(key, stored.data.get("status"));
                 if restoring {
@@ -756,6 +801,12 @@ async fn write_status(
                 return Ok(());
             }
             Err(e) if classify(&e) == ApiErrorClass::NotFound => return Ok(()),
+            Err(e) if matches!(classify(&e), ApiErrorClass::Invalid(_)) => {
+                // Not written: what was remembered still stands.
+                ctl.status_seen.reset(key, before);
+                status_rejected(ctl, key, parent, &e);
+                return Err(Fail::StatusRejected);
+            }
             Err(e) if classify(&e) == ApiErrorClass::Conflict => {
                 // Not written: what was remembered still stands.
                 ctl.status_seen.reset(key, before);
@@ -778,6 +829,32 @@ async fn write_status(
     Err(Fail::Conflict)
 }
 
+/// Reports a status the API server refused: a warning in the log (default
+/// level), a Warning Event on the parent, and the controller's record that the
+/// manager turns into the WasmController's `ParentStatusAccepted=False`.
+fn status_rejected(ctl: &Controller, key: &ObjectKey, parent: &DynamicObject, e: &kube::Error) {
+    // The server's message names the field(s) it refused.
+    let message = match classify(e) {
+        ApiErrorClass::Invalid(m) => m,
+        _ => e.to_string(),
+    };
+    tracing::warn!(
+        action = "status-rejected",
+        error = %message,
+        "the API server rejected the parent's status; it keeps its old status until the plugin's status or the CRD's status schema changes"
+    );
+    ctl.events.record(
+        &regarding(ctl, parent),
+        EventKind::Warning,
+        "StatusRejected",
+        &format!(
+            "the API server rejected the status written by {}: {message}",
+            ctl.field_manager
+        ),
+    );
+    ctl.status_rejected(key, &message);
+}
+
 /// True when `fresh` is the same object at the same spec generation and
 /// deletion state as `seen`, so a status computed for `seen` still applies.
 fn same_spec(seen: &DynamicObject, fresh: &DynamicObject) -> bool {
@@ -786,4 +863,17 @@ fn same_spec(seen: &DynamicObject, fresh: &DynamicObject) -> bool {
         && a.generation.is_some()
         && a.generation == b.generation
         && a.deletion_timestamp.is_some() == b.deletion_timestamp.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn now_is_cut_to_the_second_never_rounded_up() {
+        let t: k8s_openapi::jiff::Timestamp = "2026-01-15T12:00:00.9Z".parse().unwrap();
+        assert_eq!(whole_seconds(t), "2026-01-15T12:00:00Z");
+        let t: k8s_openapi::jiff::Timestamp = "2026-01-15T12:00:07.2Z".parse().unwrap();
+        assert_eq!(whole_seconds(t), "2026-01-15T12:00:07Z");
+    }
 }

@@ -36,9 +36,10 @@ pub struct DevArgs {
     /// log). Without it the cluster lives in memory and is gone on exit.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// Directory holding the example components `static_site.wasm` and
-    /// `tombstone.wasm` (what `plugins/build.sh` produces). Watched: rebuild a
-    /// plugin and the running controller hot-reloads it.
+    /// Directory of plugin components: the examples `static_site.wasm` and
+    /// `tombstone.wasm` (what `plugins/build.sh` produces) are installed when
+    /// present; a directory given here may hold only your own components.
+    /// Watched: rebuild a plugin and the running controller hot-reloads it.
     /// [default: $CARGO_TARGET_DIR/plugins/wasm32-wasip2/plugin, or
     /// ./target/plugins/wasm32-wasip2/plugin]
     #[arg(long)]
@@ -94,7 +95,7 @@ fn absolute(p: &Path) -> PathBuf {
 
 async fn serve(args: DevArgs) -> anyhow::Result<ExitCode> {
     let plugin_dir = absolute(&args.plugin_dir());
-    let plugins = seed::plugin_files(&plugin_dir)?;
+    let plugins = seed::plugin_files(&plugin_dir, args.plugin_dir.is_some())?;
 
     // dev always writes its kubeconfig (with the admin token).
     args.auth.check_bind(args.bind, true)?;

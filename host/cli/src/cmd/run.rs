@@ -37,6 +37,15 @@ use wr_operator::{
 
 use observer::MetricsObserver;
 
+/// Log filter used when neither `--log-level` nor `RUST_LOG` is set: warnings
+/// and errors, plus the lifecycle lines an operator wants to see when all is
+/// well — the process's own steps, leadership changes (`wr_operator::leader`),
+/// the signal that stops it (`wr_operator::shutdown`)
+/// and one line per controller started, reloaded, reconfigured or stopped
+/// (`wr_engine::manager`). Per-reconcile lines stay at debug/info of other
+/// modules and are not shown.
+pub const DEFAULT_LOG_FILTER: &str = "warn,wasm_reconciler=info,wr_operator::leader=info,wr_operator::shutdown=info,wr_engine::manager=info";
+
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).

@@ -56,6 +56,9 @@ pub struct PlanTarget {
     pub limits: CallLimits,
     /// How many parents are planned at once (`maxConcurrentReconciles`).
     pub concurrency: usize,
+    /// The parent CRD's schema, so a planned status is compared with what
+    /// the API server would store of it (`None`: not known, compared as is).
+    pub status_schema: Option<crate::status_schema::StatusSchema>,
 }
 
 /// The per-call limits a controller runs its plugin with (`spec.limits`, with
@@ -137,7 +140,12 @@ impl PlanTarget {
                 resolved: r,
             });
         }
+        let status_schema = crate::status_schema::read(client, &parent.ar)
+            .await
+            .schema()
+            .cloned();
         Ok(PlanTarget {
+            status_schema,
             name: name.to_string(),
             field_manager: format!("wasm-reconciler/{name}"),
             finalizer: finalize::finalizer_name(name),

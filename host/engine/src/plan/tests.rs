@@ -70,6 +70,7 @@ fn target(method: UpdateMethod, finalize: bool) -> PlanTarget {
         config: Some(json!({"k": 1})),
         limits: CallLimits::default(),
         concurrency: 2,
+        status_schema: None,
     }
 }
 

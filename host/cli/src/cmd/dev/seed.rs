@@ -57,9 +57,14 @@ pub struct PluginFile {
     pub path: PathBuf,
 }
 
-/// The component files of the examples in `dir`; fails with build
-/// instructions when one is missing (the usual first-run mistake).
-pub fn plugin_files(dir: &Path) -> anyhow::Result<Vec<PluginFile>> {
+/// The component files of the examples in `dir`.
+///
+/// For the default directory (`explicit` false) every example must be there:
+/// a missing one is the usual first-run mistake, so it fails with build
+/// instructions. A directory given with `--plugin-dir` may hold only the
+/// user's own components: the examples found there are installed, the others
+/// are skipped (and said so), and the directory must exist.
+pub fn plugin_files(dir: &Path, explicit: bool) -> anyhow::Result<Vec<PluginFile>> {
     let files: Vec<PluginFile> = EXAMPLES
         .iter()
         .map(|e| PluginFile {
@@ -72,11 +77,24 @@ pub fn plugin_files(dir: &Path) -> anyhow::Result<Vec<PluginFile>> {
         .filter(|f| !f.path.is_file())
         .map(|f| f.path.display().to_string())
         .collect();
+    if explicit {
+        if !dir.is_dir() {
+            bail!("--plugin-dir {} is not a directory", dir.display());
+        }
+        for f in files.iter().filter(|f| !f.path.is_file()) {
+            tracing::info!(
+                controller = %f.controller,
+                component = %f.path.display(),
+                "example component not in --plugin-dir; that example is not installed"
+            );
+        }
+        return Ok(files.into_iter().filter(|f| f.path.is_file()).collect());
+    }
     if !missing.is_empty() {
         bail!(
             "example plugin components not found: {}\n\
              build them first with `plugins/build.sh` (from the repository root), \
-             or point --plugin-dir at a directory holding {}",
+             or point --plugin-dir at a directory holding your own components (or {})",
             missing.join(", "),
             EXAMPLES
                 .iter()
@@ -178,7 +196,11 @@ pub async fn install(client: &Client, plugins: &[PluginFile], samples: bool) -> 
         &ApiResource::erase::<wr_engine::WasmController>(&()),
     )
     .await?;
-    for (e, file) in EXAMPLES.iter().zip(plugins) {
+    for e in EXAMPLES {
+        // Examples without a component (a --plugin-dir of your own) are skipped.
+        let Some(file) = plugins.iter().find(|f| f.controller == e.name) else {
+            continue;
+        };
         for wc in documents(e.controller)? {
             let wc = with_local_plugin(wc, &file.path)?;
             wc_api
@@ -191,6 +213,9 @@ pub async fn install(client: &Client, plugins: &[PluginFile], samples: bool) -> 
 
     if samples {
         for e in EXAMPLES {
+            if !plugins.iter().any(|f| f.controller == e.name) {
+                continue;
+            }
             for obj in documents(e.samples)? {
                 create_if_missing(client, obj).await?;
             }
@@ -288,13 +313,25 @@ mod tests {
     #[test]
     fn missing_components_are_reported_with_build_instructions() {
         let dir = tempfile::tempdir().unwrap();
-        let err = plugin_files(dir.path()).unwrap_err().to_string();
+        let err = plugin_files(dir.path(), false).unwrap_err().to_string();
         assert!(err.contains("static_site.wasm"), "{err}");
         assert!(err.contains("plugins/build.sh"), "{err}");
         for e in EXAMPLES {
             std::fs::write(dir.path().join(e.file), b"x").unwrap();
         }
-        let files = plugin_files(dir.path()).unwrap();
+        let files = plugin_files(dir.path(), false).unwrap();
         assert_eq!(files.len(), EXAMPLES.len());
+    }
+
+    #[test]
+    fn a_plugin_dir_of_your_own_needs_no_example_components() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("mine.wasm"), b"x").unwrap();
+        assert!(plugin_files(dir.path(), true).unwrap().is_empty());
+        std::fs::write(dir.path().join(EXAMPLES[0].file), b"x").unwrap();
+        let files = plugin_files(dir.path(), true).unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].controller, EXAMPLES[0].name);
+        assert!(plugin_files(&dir.path().join("nope"), true).is_err());
     }
 }

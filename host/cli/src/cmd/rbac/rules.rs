@@ -38,6 +38,10 @@ const RELATED: &[&str] = &["get", "list", "watch"];
 /// list + watch in the plugin's namespace, not limitable by name. No `get`:
 /// the manager reads them only through those watches.
 const PLUGIN_CONFIGMAP: &[&str] = &["list", "watch"];
+/// The parent's CRD, read by name when a controller starts: its status
+/// schema tells whether the API server keeps the host's status fields
+/// (`wr_engine::status_schema`).
+const PARENT_CRD: &[&str] = &["get"];
 /// Events on parents and WasmControllers (core/v1): always new objects
 /// (duplicates are suppressed in memory, never patched).
 const EVENTS: &[&str] = &["create"];
@@ -166,10 +170,15 @@ pub fn needs(
     );
     g.add("", "events", &[], EVENTS);
     let mut plugin_namespaces: BTreeSet<String> = BTreeSet::new();
+    let mut parent_crds: BTreeSet<String> = BTreeSet::new();
     for (name, spec) in specs {
         let ctx = |what: &str| format!("WasmController {name}: {what}");
         let parent =
             resolve(&spec.parent_resource, known).with_context(|| ctx("parentResource"))?;
+        // Built-in groups have no dot; CRD groups must have one.
+        if parent.group.contains('.') {
+            parent_crds.insert(format!("{}.{}", parent.resource, parent.group));
+        }
         g.add(&parent.group, &parent.resource, &[], PARENT);
         g.add(
             &parent.group,
@@ -198,6 +207,15 @@ pub fn needs(
         if let Some(cm) = &spec.plugin.config_map {
             plugin_namespaces.insert(cm.namespace.clone());
         }
+    }
+    if !parent_crds.is_empty() {
+        let names: Vec<String> = parent_crds.into_iter().collect();
+        g.add(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            &names,
+            PARENT_CRD,
+        );
     }
     // ConfigMaps readable everywhere already (children or related objects).
     if g.has("", "configmaps", PLUGIN_CONFIGMAP) {
@@ -390,8 +408,23 @@ mod tests {
             vec![],
             s(&["update"])
         )));
+        // The parent's CRD is readable by name (its status schema), nothing else.
+        assert!(
+            f.contains(&(
+                "apiextensions.k8s.io".into(),
+                s(&["customresourcedefinitions"]),
+                s(&["staticsites.examples.wasm-reconciler.dev"]),
+                s(&["get"])
+            )),
+            "{f:?}"
+        );
         // ConfigMaps are children: no separate rule or Role for the plugin.
-        assert!(f.iter().all(|r| r.2.is_empty()), "{f:?}");
+        assert!(
+            f.iter()
+                .filter(|r| r.0 != "apiextensions.k8s.io")
+                .all(|r| r.2.is_empty()),
+            "{f:?}"
+        );
         assert!(
             f.iter()
                 .filter(|r| r.1.contains(&"configmaps".to_string()))
