@@ -180,7 +180,7 @@ async fn every_child_action_is_reported_with_the_request_a_reconcile_would_send(
     );
     assert_eq!(
         ready.message,
-        "ConfigMap taken not applied: it is controlled by another owner"
+        "ConfigMap ns/taken not applied: it is controlled by another owner"
     );
     // The request: owned children only (not the other owner's), no managedFields, config.
     let reqs = p.0.lock().unwrap();
