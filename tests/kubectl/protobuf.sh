@@ -10,19 +10,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 BIN="${1:-${CARGO_TARGET_DIR:-$HERE/../../target}/debug/wasm-reconciler}"
 KUBECTL="${KUBECTL:-$(command -v kubectl.1.32 || echo /usr/lib/google-cloud-sdk/bin/kubectl.1.32)}"
 [ -x "$KUBECTL" ] || KUBECTL=kubectl
-WORK="$(mktemp -d)"
-SERVER_PID=""
-cleanup() {
-  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-"$BIN" apiserver --port 0 --kubeconfig-out "$WORK/kubeconfig" >"$WORK/url" 2>"$WORK/server.log" &
-SERVER_PID=$!
-for _ in $(seq 1 100); do [ -s "$WORK/url" ] && break; sleep 0.1; done
-[ -s "$WORK/url" ] || { echo "server did not start"; cat "$WORK/server.log"; exit 1; }
-export KUBECONFIG="$WORK/kubeconfig"
+. "$HERE/lib.sh"
 k() { "$KUBECTL" --cache-dir "$WORK/cache" "$@"; }
 
 STEP=0
