@@ -1,0 +1,3 @@
+//! stub
+
+pub async fn sync(_cx: &mut crate::pass::Cx<'_>) {}
