@@ -237,6 +237,25 @@ fn status(cx: &mut Cx<'_>, pod: &Value, node: &Value, stage: Stage) -> Value {
     s
 }
 
+/// Made by one of the simulated controllers.
+fn ours(pod: &Value) -> bool {
+    pod.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|r| {
+            r["controller"] == true
+                && matches!(r["kind"].as_str(), Some("ReplicaSet" | "StatefulSet" | "DaemonSet" | "Job"))
+        })
+}
+
+fn can_place(cx: &Cx<'_>, pod: &Value) -> bool {
+    let spec = pod.get("spec").cloned().unwrap_or_default();
+    cx.sim_nodes().iter().any(|n| {
+        crate::template::fits(n, &spec) && n.pointer("/spec/unschedulable") != Some(&json!(true))
+    })
+}
+
 pub async fn sync(cx: &mut Cx<'_>) {
     let nodes: HashMap<String, Value> = cx
         .sim_nodes()
@@ -250,7 +269,19 @@ pub async fn sync(cx: &mut Cx<'_>) {
         let what = format!("Pod {ns}/{name}");
         let node_name = str_at(pod, "/spec/nodeName");
         if node_name.is_empty() {
-            if !world::is_deleting(pod) && world::condition(pod, "PodScheduled").is_none() {
+            if world::is_deleting(pod) {
+                continue;
+            }
+            // A controller's pod made before a node fitted it: the API does
+            // not let a node be named later (there is no binding here), so
+            // it is deleted and its controller makes a placed one.
+            if ours(pod) && can_place(cx, pod) {
+                if let Err(e) = cx.writer.delete::<Pod>(ns, name, false).await {
+                    cx.failed(&what, e);
+                }
+                continue;
+            }
+            if world::condition(pod, "PodScheduled").is_none() {
                 let message = format!(
                     "0/{} nodes are available: no simulated node matches the pod's node selector, or the pod was not created by a simulated controller (the dev cluster has no scheduler; set spec.nodeName to a simulated node).",
                     nodes.len()

@@ -101,7 +101,9 @@ fn node_status(node: &Value) -> Value {
 
 /// Create the configured nodes (first pass only), then give every
 /// simulated node a pod CIDR and a Ready status when it lacks them.
-pub async fn sync(cx: &mut Cx<'_>) {
+/// True when it created nodes (the pass starts over to see them).
+pub async fn sync(cx: &mut Cx<'_>) -> bool {
+    let mut created = false;
     if !cx.state.nodes_created {
         cx.state.nodes_created = true;
         for i in 1..=cx.config.nodes {
@@ -110,10 +112,16 @@ pub async fn sync(cx: &mut Cx<'_>) {
                 continue;
             }
             let index = u32::try_from(i).unwrap_or(u32::MAX);
-            if let Err(e) = cx.writer.create::<Node>("", new_node(&name, index)).await {
-                cx.failed(&name, e);
-                cx.state.nodes_created = false;
+            match cx.writer.create::<Node>("", new_node(&name, index)).await {
+                Ok(_) => created = true,
+                Err(e) => {
+                    cx.failed(&name, e);
+                    cx.state.nodes_created = false;
+                }
             }
+        }
+        if created {
+            return true;
         }
     }
     let nodes: Vec<Value> = cx.sim_nodes().into_iter().cloned().collect();
@@ -142,4 +150,5 @@ pub async fn sync(cx: &mut Cx<'_>) {
             }
         }
     }
+    false
 }

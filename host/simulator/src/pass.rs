@@ -103,7 +103,10 @@ impl Sim {
             due: Due::default(),
             placed: HashMap::new(),
         };
-        crate::nodes::sync(&mut cx).await;
+        if crate::nodes::sync(&mut cx).await {
+            // Nodes were just created: place nothing before they are seen.
+            return Ok(Some(Instant::now()));
+        }
         crate::deployment::sync(&mut cx).await;
         crate::replicaset::sync(&mut cx).await;
         crate::statefulset::sync(&mut cx).await;

@@ -20,6 +20,11 @@ struct Cluster {
 
 impl Cluster {
     async fn start(nodes: usize) -> Result<Cluster> {
+        // RUST_LOG=wr_simulator=debug shows the simulator's writes.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
         let server = wr_apiserver::start(wr_apiserver::Config::default()).await?;
         let yaml = wr_apiserver::kubeconfig::kubeconfig_yaml_with_token(
             &server.url(),
@@ -306,3 +311,204 @@ async fn simulated_nodes_are_ready() -> Result<()> {
     c.stop().await;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_job_runs_its_pods_to_completion() -> Result<()> {
+    let c = Cluster::start(2).await?;
+    c.create::<Job>(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "batch", "namespace": "default"},
+        "spec": {
+            "completions": 3, "parallelism": 2,
+            "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "work", "image": "busybox:1.36"}]}},
+        },
+    }))
+    .await?;
+    // Never more than `parallelism` pods at once.
+    let most = std::sync::atomic::AtomicUsize::new(0);
+    let job = eventually("Job batch Complete", || {
+        let (c, most) = (&c, &most);
+        async move {
+            let active = c
+                .pods("job-name=batch")
+                .await?
+                .iter()
+                .filter(|p| p["status"]["phase"] != "Succeeded")
+                .count();
+            most.fetch_max(active, std::sync::atomic::Ordering::SeqCst);
+            let j = c.get("Job", "batch").await?;
+            Ok(cond(&j, "Complete")
+                .is_some_and(|c| c["status"] == "True")
+                .then_some(j))
+        }
+    })
+    .await?;
+    let most = most.into_inner();
+    assert!(most <= 2, "{most} pods ran at once with parallelism 2");
+    assert_eq!(int(&job, "/status/succeeded"), 3, "{job:#}");
+    assert!(job["status"].get("active").is_none(), "{job:#}");
+    assert!(job["status"]["startTime"].is_string());
+    assert!(job["status"]["completionTime"].is_string());
+    let met = cond(&job, "SuccessCriteriaMet").context("SuccessCriteriaMet")?;
+    assert_eq!(met["reason"], "CompletionsReached");
+    let pods = c.pods("job-name=batch").await?;
+    assert_eq!(pods.len(), 3);
+    for p in &pods {
+        assert_eq!(p["status"]["phase"], "Succeeded", "{p:#}");
+        assert_eq!(
+            p["status"]["containerStatuses"][0]["state"]["terminated"]["reason"],
+            "Completed"
+        );
+        assert_eq!(p["metadata"]["ownerReferences"][0]["kind"], "Job");
+    }
+    c.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_indexed_job_completes_every_index() -> Result<()> {
+    let c = Cluster::start(1).await?;
+    c.create::<Job>(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "idx", "namespace": "default"},
+        "spec": {
+            "completions": 3, "parallelism": 3, "completionMode": "Indexed",
+            "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "work", "image": "busybox:1.36"}]}},
+        },
+    }))
+    .await?;
+    let job = eventually("Job idx Complete", || async {
+        let j = c.get("Job", "idx").await?;
+        Ok(cond(&j, "Complete").is_some_and(|c| c["status"] == "True").then_some(j))
+    })
+    .await?;
+    assert_eq!(job["status"]["completedIndexes"], "0-2", "{job:#}");
+    let mut idx: Vec<String> = c
+        .pods("job-name=idx")
+        .await?
+        .iter()
+        .filter_map(|p| {
+            p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    idx.sort();
+    assert_eq!(idx, ["0", "1", "2"]);
+    c.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_daemonset_covers_every_node_including_one_added_later() -> Result<()> {
+    let c = Cluster::start(2).await?;
+    c.create::<DaemonSet>(json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": "default"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {"metadata": {"labels": {"app": "agent"}},
+                "spec": {"containers": [{"name": "agent", "image": "busybox:1.36"}]}},
+        },
+    }))
+    .await?;
+    let covered = |n: i64| {
+        let c = &c;
+        async move {
+            let ds = c.get("DaemonSet", "agent").await?;
+            let done = int(&ds, "/status/desiredNumberScheduled") == n
+                && int(&ds, "/status/numberReady") == n
+                && int(&ds, "/status/numberAvailable") == n
+                && int(&ds, "/status/updatedNumberScheduled") == n
+                && int(&ds, "/status/observedGeneration") == int(&ds, "/metadata/generation");
+            Ok(done.then_some(ds))
+        }
+    };
+    eventually("DaemonSet on both nodes", || covered(2)).await?;
+    let nodes_of = |pods: &[Value]| {
+        let mut n: Vec<String> = pods
+            .iter()
+            .filter_map(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(nodes_of(&c.pods("app=agent").await?), ["sim-node-1", "sim-node-2"]);
+
+    // A Node created with the simulated label joins; the DaemonSet follows.
+    let nodes: Api<Node> = Api::all(c.client.clone());
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "extra", "labels": {wr_simulator::SIMULATED_NODE_LABEL: "true"}},
+    }))?;
+    nodes.create(&PostParams::default(), &node).await?;
+    eventually("DaemonSet on three nodes", || covered(3)).await?;
+    let pods = c.pods("app=agent").await?;
+    assert_eq!(nodes_of(&pods), ["extra", "sim-node-1", "sim-node-2"]);
+    for p in &pods {
+        assert_eq!(p["status"]["phase"], "Running");
+        let term = &p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"][0]["matchFields"][0];
+        assert_eq!(term["values"][0], p["spec"]["nodeName"], "{p:#}");
+    }
+    c.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_statefulset_creates_ordered_pods_and_rolls_them() -> Result<()> {
+    let c = Cluster::start(2).await?;
+    c.create::<StatefulSet>(json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "db", "namespace": "default"},
+        "spec": {
+            "replicas": 3, "serviceName": "db",
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {"metadata": {"labels": {"app": "db"}},
+                "spec": {"containers": [{"name": "db", "image": "postgres:17"}]}},
+        },
+    }))
+    .await?;
+    let ready = |image: &'static str| {
+        let c = &c;
+        async move {
+            let s = c.get("StatefulSet", "db").await?;
+            let pods = c.pods("app=db").await?;
+            let done = int(&s, "/status/readyReplicas") == 3
+                && int(&s, "/status/updatedReplicas") == 3
+                && s["status"]["currentRevision"] == s["status"]["updateRevision"]
+                && pods.iter().all(|p| p["spec"]["containers"][0]["image"] == image);
+            Ok(done.then_some((s, pods)))
+        }
+    };
+    let (s, pods) = eventually("StatefulSet db ready", || ready("postgres:17")).await?;
+    let mut names: Vec<&str> = pods.iter().filter_map(|p| p["metadata"]["name"].as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["db-0", "db-1", "db-2"]);
+    let rev = s["status"]["updateRevision"].as_str().context("updateRevision")?;
+    for p in &pods {
+        assert_eq!(p["metadata"]["labels"]["controller-revision-hash"], rev);
+        assert_eq!(p["spec"]["hostname"], p["metadata"]["name"]);
+        assert_eq!(p["spec"]["subdomain"], "db");
+    }
+    // Ordered: each pod was created after the previous one was ready.
+    let created = |n: &str| {
+        pods.iter()
+            .find(|p| p["metadata"]["name"] == n)
+            .and_then(|p| p["metadata"]["creationTimestamp"].as_str())
+            .map(str::to_string)
+    };
+    assert!(created("db-0") <= created("db-1") && created("db-1") <= created("db-2"));
+
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "db", "image": "postgres:18"}]}}}});
+    c.api::<StatefulSet>()
+        .patch("db", &PatchParams::default(), &Patch::Strategic(&patch))
+        .await?;
+    let (s2, _) = eventually("StatefulSet db rolled", || ready("postgres:18")).await?;
+    assert_ne!(s2["status"]["updateRevision"], s["status"]["updateRevision"]);
+    c.stop().await;
+    Ok(())
+}
+
