@@ -52,14 +52,27 @@ mod tests {
 
     #[test]
     fn same_status_and_reason_is_kept_a_new_reason_keeps_the_transition_time() {
-        let mut cs = vec![json!({"type": "A", "status": "True", "reason": "R", "lastTransitionTime": "t0"})];
-        set(&mut cs, json!({"type": "A", "status": "True", "reason": "R", "lastTransitionTime": "t1"}));
+        let mut cs =
+            vec![json!({"type": "A", "status": "True", "reason": "R", "lastTransitionTime": "t0"})];
+        set(
+            &mut cs,
+            json!({"type": "A", "status": "True", "reason": "R", "lastTransitionTime": "t1"}),
+        );
         assert_eq!(cs[0]["lastTransitionTime"], "t0");
-        set(&mut cs, json!({"type": "B", "status": "True", "reason": "X", "lastTransitionTime": "t1"}));
-        set(&mut cs, json!({"type": "A", "status": "True", "reason": "S", "lastTransitionTime": "t2"}));
+        set(
+            &mut cs,
+            json!({"type": "B", "status": "True", "reason": "X", "lastTransitionTime": "t1"}),
+        );
+        set(
+            &mut cs,
+            json!({"type": "A", "status": "True", "reason": "S", "lastTransitionTime": "t2"}),
+        );
         assert_eq!(cs[1]["reason"], "S");
         assert_eq!(cs[1]["lastTransitionTime"], "t0");
-        set(&mut cs, json!({"type": "A", "status": "False", "reason": "S", "lastTransitionTime": "t3"}));
+        set(
+            &mut cs,
+            json!({"type": "A", "status": "False", "reason": "S", "lastTransitionTime": "t3"}),
+        );
         assert_eq!(cs[1]["lastTransitionTime"], "t3");
     }
 }

@@ -50,7 +50,10 @@ fn daemon_pod(ds: &Value, template: &Value, hash: &str, node: &str) -> Value {
         .cloned()
         .unwrap_or_default();
     for t in daemon_tolerations(host_network) {
-        if !tolerations.iter().any(|x| x["key"] == t["key"] && x["effect"] == t["effect"]) {
+        if !tolerations
+            .iter()
+            .any(|x| x["key"] == t["key"] && x["effect"] == t["effect"])
+        {
             tolerations.push(t);
         }
     }
@@ -127,20 +130,25 @@ pub async fn sync(cx: &mut Cx<'_>) {
         // Rolling update: replace outdated pods, at most maxUnavailable down at once.
         if str_at(ds, "/spec/updateStrategy/type") != "OnDelete" {
             let desired = nodes.len() as i64;
-            let max_unavailable = match ds.pointer("/spec/updateStrategy/rollingUpdate/maxUnavailable") {
-                Some(Value::String(s)) => {
-                    let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
-                    (desired * pct / 100).max(1)
-                }
-                Some(v) => v.as_i64().unwrap_or(1).max(1),
-                None => 1,
-            };
+            let max_unavailable =
+                match ds.pointer("/spec/updateStrategy/rollingUpdate/maxUnavailable") {
+                    Some(Value::String(s)) => {
+                        let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
+                        (desired * pct / 100).max(1)
+                    }
+                    Some(v) => v.as_i64().unwrap_or(1).max(1),
+                    None => 1,
+                };
             let unavailable = desired - available;
             let budget = (max_unavailable - unavailable).max(0);
-            let mut outdated: Vec<&Value> = scheduled.iter().copied().filter(|p| !updated(p)).collect();
+            let mut outdated: Vec<&Value> =
+                scheduled.iter().copied().filter(|p| !updated(p)).collect();
             outdated.sort_by_key(|p| world::pod_ready(p));
             for p in outdated.iter().filter(|p| !world::pod_ready(p)).chain(
-                outdated.iter().filter(|p| world::pod_ready(p)).take(budget as usize),
+                outdated
+                    .iter()
+                    .filter(|p| world::pod_ready(p))
+                    .take(budget as usize),
             ) {
                 if let Err(e) = cx.writer.delete::<Pod>(ns, world::name(p), false).await {
                     cx.failed(&what, e);
@@ -152,14 +160,23 @@ pub async fn sync(cx: &mut Cx<'_>) {
         let patch = world::status_patch(
             ds,
             vec![
-                ("currentNumberScheduled", Value::from(scheduled.len() as i64)),
+                (
+                    "currentNumberScheduled",
+                    Value::from(scheduled.len() as i64),
+                ),
                 ("numberMisscheduled", Value::from(misscheduled.len() as i64)),
                 ("desiredNumberScheduled", Value::from(desired)),
                 ("numberReady", Value::from(ready)),
                 ("observedGeneration", Value::from(world::generation(ds))),
-                ("updatedNumberScheduled", world::omit_zero(scheduled.iter().filter(|p| updated(p)).count() as i64)),
+                (
+                    "updatedNumberScheduled",
+                    world::omit_zero(scheduled.iter().filter(|p| updated(p)).count() as i64),
+                ),
                 ("numberAvailable", world::omit_zero(available)),
-                ("numberUnavailable", world::omit_zero((desired - available).max(0))),
+                (
+                    "numberUnavailable",
+                    world::omit_zero((desired - available).max(0)),
+                ),
             ],
         );
         if let Some(patch) = patch

@@ -50,7 +50,11 @@ fn fenceposts(d: &Value, replicas: i64) -> (i64, i64) {
     if !rolling(d) {
         return (0, 0);
     }
-    let surge = scaled(d.pointer("/spec/strategy/rollingUpdate/maxSurge"), replicas, true);
+    let surge = scaled(
+        d.pointer("/spec/strategy/rollingUpdate/maxSurge"),
+        replicas,
+        true,
+    );
     let mut unavailable = scaled(
         d.pointer("/spec/strategy/rollingUpdate/maxUnavailable"),
         replicas,
@@ -94,12 +98,22 @@ fn unhashed_template(rs: &Value) -> Value {
     t
 }
 
-fn new_replicaset(d: &Value, template: &Value, hash: &str, replicas: i64, revision: i64, surge: i64) -> Value {
+fn new_replicaset(
+    d: &Value,
+    template: &Value,
+    hash: &str,
+    replicas: i64,
+    revision: i64,
+    surge: i64,
+) -> Value {
     let dname = world::name(d);
     let mut tmpl = template.clone();
     tmpl["metadata"]["labels"][HASH_LABEL] = json!(hash);
     let labels = tmpl["metadata"]["labels"].clone();
-    let mut selector = d.pointer("/spec/selector").cloned().unwrap_or_else(|| json!({}));
+    let mut selector = d
+        .pointer("/spec/selector")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
     selector["matchLabels"][HASH_LABEL] = json!(hash);
     let mut annotations: Map<String, Value> = d
         .pointer("/metadata/annotations")
@@ -150,7 +164,14 @@ impl Sets<'_> {
     }
 }
 
-async fn scale(cx: &mut Cx<'_>, sets: &mut Sets<'_>, rs: &Value, to: i64, d: &Value, surge: i64) -> bool {
+async fn scale(
+    cx: &mut Cx<'_>,
+    sets: &mut Sets<'_>,
+    rs: &Value,
+    to: i64,
+    d: &Value,
+    surge: i64,
+) -> bool {
     if sets.replicas(rs) == to {
         return false;
     }
@@ -244,7 +265,10 @@ async fn rollout(cx: &mut Cx<'_>, d: &Value, sets: &mut Sets<'_>) -> bool {
         done += n;
     }
     // ... then available ones, down to minAvailable.
-    let available: i64 = sets.all().map(|rs| status_of(rs, "availableReplicas")).sum();
+    let available: i64 = sets
+        .all()
+        .map(|rs| status_of(rs, "availableReplicas"))
+        .sum();
     let mut left = available - min_available;
     for rs in &old {
         if left <= 0 {
@@ -301,19 +325,34 @@ fn status(d: &Value, sets: &Sets<'_>, extra: Option<Value>) -> Vec<(&'static str
     if available >= replicas - max_unavailable {
         conditions::set(
             &mut conds,
-            conditions::deployment("Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability."),
+            conditions::deployment(
+                "Available",
+                "True",
+                "MinimumReplicasAvailable",
+                "Deployment has minimum availability.",
+            ),
         );
     } else {
         conditions::set(
             &mut conds,
-            conditions::deployment("Available", "False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability."),
+            conditions::deployment(
+                "Available",
+                "False",
+                "MinimumReplicasUnavailable",
+                "Deployment does not have minimum availability.",
+            ),
         );
     }
     let paused = d.pointer("/spec/paused") == Some(&json!(true));
     if paused {
         conditions::set(
             &mut conds,
-            conditions::deployment("Progressing", "Unknown", "DeploymentPaused", "Deployment is paused"),
+            conditions::deployment(
+                "Progressing",
+                "Unknown",
+                "DeploymentPaused",
+                "Deployment is paused",
+            ),
         );
     } else if let Some(new) = sets.new {
         let rs = world::name(new);
@@ -326,20 +365,32 @@ fn status(d: &Value, sets: &Sets<'_>, extra: Option<Value>) -> Vec<(&'static str
         if complete {
             conditions::set(
                 &mut conds,
-                conditions::deployment("Progressing", "True", "NewReplicaSetAvailable",
-                    &format!("ReplicaSet \"{rs}\" has successfully progressed.")),
+                conditions::deployment(
+                    "Progressing",
+                    "True",
+                    "NewReplicaSetAvailable",
+                    &format!("ReplicaSet \"{rs}\" has successfully progressed."),
+                ),
             );
         } else if progressing {
             conditions::set(
                 &mut conds,
-                conditions::deployment("Progressing", "True", "ReplicaSetUpdated",
-                    &format!("ReplicaSet \"{rs}\" is progressing.")),
+                conditions::deployment(
+                    "Progressing",
+                    "True",
+                    "ReplicaSetUpdated",
+                    &format!("ReplicaSet \"{rs}\" is progressing."),
+                ),
             );
         } else if world::condition(d, "Progressing").is_none() {
             conditions::set(
                 &mut conds,
-                conditions::deployment("Progressing", "True", "FoundNewReplicaSet",
-                    &format!("Found new replica set \"{rs}\"")),
+                conditions::deployment(
+                    "Progressing",
+                    "True",
+                    "FoundNewReplicaSet",
+                    &format!("Found new replica set \"{rs}\""),
+                ),
             );
         }
     }
@@ -349,7 +400,10 @@ fn status(d: &Value, sets: &Sets<'_>, extra: Option<Value>) -> Vec<(&'static str
         ("updatedReplicas", omit_zero(updated)),
         ("readyReplicas", omit_zero(ready)),
         ("availableReplicas", omit_zero(available)),
-        ("unavailableReplicas", omit_zero((total_spec - available).max(0))),
+        (
+            "unavailableReplicas",
+            omit_zero((total_spec - available).max(0)),
+        ),
         ("terminatingReplicas", Value::from(terminating)),
         ("conditions", Value::from(conds)),
     ];
@@ -372,8 +426,9 @@ pub async fn sync(cx: &mut Cx<'_>) {
             .into_iter()
             .filter(|rs| world::namespace(rs) == ns && !world::is_deleting(rs))
             .collect();
-        let (new, old): (Vec<&Value>, Vec<&Value>) =
-            owned.iter().partition(|rs| unhashed_template(rs) == template);
+        let (new, old): (Vec<&Value>, Vec<&Value>) = owned
+            .iter()
+            .partition(|rs| unhashed_template(rs) == template);
         let mut sets = Sets {
             new: new.into_iter().max_by_key(|rs| revision(rs)),
             old,
@@ -442,13 +497,21 @@ pub async fn sync(cx: &mut Cx<'_>) {
                 }
             }
             let changed = rollout(cx, d, &mut sets).await;
-            if !changed && sets.new.is_some_and(|n| status_of(n, "availableReplicas") == replicas) {
+            if !changed
+                && sets
+                    .new
+                    .is_some_and(|n| status_of(n, "availableReplicas") == replicas)
+            {
                 cleanup(cx, d, &sets).await;
             }
         }
         let extra = created.map(|rs| {
-            conditions::deployment("Progressing", "True", "NewReplicaSetCreated",
-                &format!("Created new replica set \"{rs}\""))
+            conditions::deployment(
+                "Progressing",
+                "True",
+                "NewReplicaSetCreated",
+                &format!("Created new replica set \"{rs}\""),
+            )
         });
         if let Some(patch) = world::status_patch(d, status(d, &sets, extra))
             && let Err(e) = cx

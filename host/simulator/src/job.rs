@@ -46,9 +46,9 @@ fn ranges(mut idx: Vec<i64>) -> String {
 }
 
 fn finished(job: &Value) -> bool {
-    ["Complete", "Failed"].iter().any(|t| {
-        world::condition(job, t).is_some_and(|c| c["status"] == "True")
-    })
+    ["Complete", "Failed"]
+        .iter()
+        .any(|t| world::condition(job, t).is_some_and(|c| c["status"] == "True"))
 }
 
 /// Delete a finished Job once `ttlSecondsAfterFinished` has passed.
@@ -91,7 +91,11 @@ pub async fn sync(cx: &mut Cx<'_>) {
         let completions = i64_at(job, "/spec/completions");
         let parallelism = i64_at(job, "/spec/parallelism").unwrap_or(1);
         let suspended = job.pointer("/spec/suspend") == Some(&json!(true));
-        let active: Vec<&Value> = pods.iter().copied().filter(|p| world::pod_active(p)).collect();
+        let active: Vec<&Value> = pods
+            .iter()
+            .copied()
+            .filter(|p| world::pod_active(p))
+            .collect();
         let succeeded_pods: Vec<&Value> = pods
             .iter()
             .copied()
@@ -154,19 +158,33 @@ pub async fn sync(cx: &mut Cx<'_>) {
         let mut conds = conditions::of(job);
         let mut fields = vec![];
         if suspended {
-            conditions::set(&mut conds, conditions::job("Suspended", "True", "JobSuspended", "Job suspended"));
+            conditions::set(
+                &mut conds,
+                conditions::job("Suspended", "True", "JobSuspended", "Job suspended"),
+            );
         } else {
             if world::condition(job, "Suspended").is_some() {
-                conditions::set(&mut conds, conditions::job("Suspended", "False", "JobResumed", "Job resumed"));
+                conditions::set(
+                    &mut conds,
+                    conditions::job("Suspended", "False", "JobResumed", "Job resumed"),
+                );
             }
-            let start = job.pointer("/status/startTime").cloned().unwrap_or_else(|| json!(now));
+            let start = job
+                .pointer("/status/startTime")
+                .cloned()
+                .unwrap_or_else(|| json!(now));
             fields.push(("startTime", start));
         }
         if complete {
             for ty in ["SuccessCriteriaMet", "Complete"] {
                 conditions::set(
                     &mut conds,
-                    conditions::job(ty, "True", "CompletionsReached", "Reached expected number of succeeded pods"),
+                    conditions::job(
+                        ty,
+                        "True",
+                        "CompletionsReached",
+                        "Reached expected number of succeeded pods",
+                    ),
                 );
             }
             fields.push(("completionTime", json!(now)));
@@ -178,7 +196,14 @@ pub async fn sync(cx: &mut Cx<'_>) {
             ("succeeded", world::omit_zero(succeeded)),
             ("terminating", Value::from(0)),
             ("uncountedTerminatedPods", json!({})),
-            ("conditions", if conds.is_empty() { Value::Null } else { Value::from(conds) }),
+            (
+                "conditions",
+                if conds.is_empty() {
+                    Value::Null
+                } else {
+                    Value::from(conds)
+                },
+            ),
         ]);
         if indexed && !done_indexes.is_empty() {
             fields.push(("completedIndexes", json!(ranges(done_indexes))));

@@ -49,7 +49,12 @@ fn names(pod: &Value, list: &str) -> Vec<(String, String)> {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .map(|c| (str_at(c, "/name").to_string(), str_at(c, "/image").to_string()))
+        .map(|c| {
+            (
+                str_at(c, "/name").to_string(),
+                str_at(c, "/image").to_string(),
+            )
+        })
         .collect();
     // The kubelet reports container statuses sorted by name.
     v.sort();
@@ -72,7 +77,15 @@ fn existing<'a>(pod: &'a Value, list: &str, name: &str) -> Option<&'a Value> {
         .find(|c| c["name"] == name)
 }
 
-fn container_status(pod: &Value, list: &str, name: &str, image: &str, stage: Stage, init: bool, now: &str) -> Value {
+fn container_status(
+    pod: &Value,
+    list: &str,
+    name: &str,
+    image: &str,
+    stage: Stage,
+    init: bool,
+    now: &str,
+) -> Value {
     let prev = existing(pod, list, name);
     let id = prev
         .and_then(|c| c["containerID"].as_str())
@@ -87,7 +100,11 @@ fn container_status(pod: &Value, list: &str, name: &str, image: &str, stage: Sta
     let mut s = base;
     let terminated = init && stage >= Stage::Running || stage == Stage::Succeeded;
     if stage == Stage::Pending {
-        let reason = if init { "PodInitializing" } else { "ContainerCreating" };
+        let reason = if init {
+            "PodInitializing"
+        } else {
+            "ContainerCreating"
+        };
         s["state"] = json!({"waiting": {"reason": reason}});
         s["ready"] = json!(false);
         s["started"] = json!(false);
@@ -119,7 +136,10 @@ fn qos_class(pod: &Value) -> &'static str {
             .and_then(Value::as_object)
             .is_some_and(|m| !m.is_empty())
     };
-    if containers.iter().all(|c| !has(c, "requests") && !has(c, "limits")) {
+    if containers
+        .iter()
+        .all(|c| !has(c, "requests") && !has(c, "limits"))
+    {
         return "BestEffort";
     }
     let guaranteed = containers.iter().all(|c| {
@@ -129,10 +149,20 @@ fn qos_class(pod: &Value) -> &'static str {
             limit.is_some() && request == limit
         })
     });
-    if guaranteed { "Guaranteed" } else { "Burstable" }
+    if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
 }
 
-fn conditions(pod: &Value, stage: Stage, init_names: &[String], names: &[String], now: &str) -> Value {
+fn conditions(
+    pod: &Value,
+    stage: Stage,
+    init_names: &[String],
+    names: &[String],
+    now: &str,
+) -> Value {
     let generation = world::generation(pod);
     let old = world::condition;
     let cond = |ty: &str, status: bool, reason: Option<&str>, message: Option<String>| {
@@ -164,8 +194,15 @@ fn conditions(pod: &Value, stage: Stage, init_names: &[String], names: &[String]
         if initialized {
             cond("Initialized", true, None, None)
         } else {
-            cond("Initialized", false, Some("ContainersNotInitialized"),
-                 Some(format!("containers with incomplete status: [{}]", init_names.join(" "))))
+            cond(
+                "Initialized",
+                false,
+                Some("ContainersNotInitialized"),
+                Some(format!(
+                    "containers with incomplete status: [{}]",
+                    init_names.join(" ")
+                )),
+            )
         },
         cond("Ready", running, ready_reason, ready_msg.clone()),
         cond("ContainersReady", running, ready_reason, ready_msg),
@@ -184,7 +221,12 @@ fn allocate_ip(cx: &mut Cx<'_>, node: &Value) -> String {
         .world
         .pods
         .iter()
-        .filter_map(|p| str_at(p, "/status/podIP").strip_prefix(&prefix)?.parse().ok())
+        .filter_map(|p| {
+            str_at(p, "/status/podIP")
+                .strip_prefix(&prefix)?
+                .parse()
+                .ok()
+        })
         .collect();
     let next = cx.state.next_ip.entry(name).or_insert(2);
     while used.contains(next) {
@@ -245,7 +287,10 @@ fn ours(pod: &Value) -> bool {
         .flatten()
         .any(|r| {
             r["controller"] == true
-                && matches!(r["kind"].as_str(), Some("ReplicaSet" | "StatefulSet" | "DaemonSet" | "Job"))
+                && matches!(
+                    r["kind"].as_str(),
+                    Some("ReplicaSet" | "StatefulSet" | "DaemonSet" | "Job")
+                )
         })
 }
 
@@ -290,7 +335,11 @@ pub async fn sync(cx: &mut Cx<'_>) {
                     "type": "PodScheduled", "status": "False", "lastProbeTime": null,
                     "lastTransitionTime": crate::conditions::now(),
                     "reason": "Unschedulable", "message": message}]}});
-                if let Err(e) = cx.writer.merge::<Pod>(ns, name, patch, true, "kube-scheduler").await {
+                if let Err(e) = cx
+                    .writer
+                    .merge::<Pod>(ns, name, patch, true, "kube-scheduler")
+                    .await
+                {
                     cx.failed(&what, e);
                 }
             }
@@ -301,7 +350,9 @@ pub async fn sync(cx: &mut Cx<'_>) {
         };
         if world::is_deleting(pod) {
             // Graceful deletion: the kubelet confirms the containers are gone.
-            let finalizers = pod.pointer("/metadata/finalizers").and_then(Value::as_array);
+            let finalizers = pod
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array);
             if finalizers.is_none_or(Vec::is_empty)
                 && let Err(e) = cx.writer.delete::<Pod>(ns, name, true).await
             {

@@ -119,7 +119,11 @@ async fn run(client: kube::Client, config: Config, stop: CancellationToken) {
             batch::Job
         );
     }
-    tracing::info!(delay_ms = config.delay.as_millis() as u64, nodes = config.nodes, "workload simulator running");
+    tracing::info!(
+        delay_ms = config.delay.as_millis() as u64,
+        nodes = config.nodes,
+        "workload simulator running"
+    );
     let mut sim = pass::Sim::new(client, config);
     loop {
         let next = match sim.pass().await {

@@ -145,7 +145,11 @@ pub async fn sync(cx: &mut Cx<'_>) -> bool {
         }
         if world::condition(node, "Ready").is_none() {
             let patch = json!({"status": node_status(node)});
-            if let Err(e) = cx.writer.merge::<Node>("", &name, patch, true, KUBELET).await {
+            if let Err(e) = cx
+                .writer
+                .merge::<Node>("", &name, patch, true, KUBELET)
+                .await
+            {
                 cx.failed(&name, e);
             }
         }

@@ -24,9 +24,7 @@ impl Due {
 
     /// A wall-clock moment (from a timestamp in an object).
     pub fn at_utc(&mut self, at: chrono::DateTime<chrono::Utc>) {
-        let left = (at - chrono::Utc::now())
-            .to_std()
-            .unwrap_or_default();
+        let left = (at - chrono::Utc::now()).to_std().unwrap_or_default();
         // Timestamps have whole seconds: look again just after the second.
         self.at(Instant::now() + left + std::time::Duration::from_millis(50));
     }
@@ -64,7 +62,8 @@ impl Cx<'_> {
             }
             _ => tracing::warn!(object = what, error = %e, "simulator write failed; retrying"),
         }
-        self.due.at(Instant::now() + std::time::Duration::from_secs(1));
+        self.due
+            .at(Instant::now() + std::time::Duration::from_secs(1));
     }
 
     /// The simulated nodes pods may be placed on (Ready, not being deleted).
@@ -115,7 +114,9 @@ impl Sim {
         crate::kubelet::sync(&mut cx).await;
         let live: std::collections::HashSet<&str> =
             world.pods.iter().map(crate::world::uid).collect();
-        cx.state.first_seen.retain(|uid, _| live.contains(uid.as_str()));
+        cx.state
+            .first_seen
+            .retain(|uid, _| live.contains(uid.as_str()));
         Ok(cx.due.next)
     }
 }

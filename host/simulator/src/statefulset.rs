@@ -49,7 +49,10 @@ fn sts_pod(sts: &Value, template: &Value, revision: &str, ord: i64) -> Value {
         .cloned()
         .unwrap_or_default();
     if !claims.is_empty() {
-        let mut volumes: Vec<Value> = pod["spec"]["volumes"].as_array().cloned().unwrap_or_default();
+        let mut volumes: Vec<Value> = pod["spec"]["volumes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         for c in &claims {
             let cname = world::name(c);
             volumes.retain(|v| v["name"] != cname);
@@ -111,7 +114,10 @@ pub async fn sync(cx: &mut Cx<'_>) {
         let template = sts.pointer("/spec/template").cloned().unwrap_or_default();
         let update_revision = format!(
             "{name}-{}",
-            template_hash(&template, i64_at(sts, "/status/collisionCount").unwrap_or(0))
+            template_hash(
+                &template,
+                i64_at(sts, "/status/collisionCount").unwrap_or(0)
+            )
         );
         let replicas = i64_at(sts, "/spec/replicas").unwrap_or(1);
         let start = i64_at(sts, "/spec/ordinals/start").unwrap_or(0);
@@ -154,7 +160,11 @@ pub async fn sync(cx: &mut Cx<'_>) {
                 .filter(|p| ordinal(sts, p).is_none_or(|o| o < start || o >= start + replicas))
                 .collect();
             extra.sort_by_key(|p| std::cmp::Reverse(ordinal(sts, p)));
-            let take = if parallel { extra.len() } else { extra.len().min(1) };
+            let take = if parallel {
+                extra.len()
+            } else {
+                extra.len().min(1)
+            };
             for p in extra.iter().take(take) {
                 if let Err(e) = cx.writer.delete::<Pod>(ns, world::name(p), false).await {
                     cx.failed(&what, e);
@@ -165,7 +175,8 @@ pub async fn sync(cx: &mut Cx<'_>) {
         // Rolling update: the highest outdated ordinal at or above the
         // partition goes once every pod is ready; it comes back updated.
         if !acted && str_at(sts, "/spec/updateStrategy/type") != "OnDelete" {
-            let partition = i64_at(sts, "/spec/updateStrategy/rollingUpdate/partition").unwrap_or(0);
+            let partition =
+                i64_at(sts, "/spec/updateStrategy/rollingUpdate/partition").unwrap_or(0);
             let all_ready = pods.iter().all(|p| healthy(p));
             let outdated = pods
                 .iter()
@@ -210,7 +221,10 @@ pub async fn sync(cx: &mut Cx<'_>) {
                 ("availableReplicas", Value::from(c.available)),
                 ("currentRevision", json!(current_revision)),
                 ("updateRevision", json!(update_revision)),
-                ("collisionCount", Value::from(i64_at(sts, "/status/collisionCount").unwrap_or(0))),
+                (
+                    "collisionCount",
+                    Value::from(i64_at(sts, "/status/collisionCount").unwrap_or(0)),
+                ),
             ],
         );
         if let Some(patch) = patch

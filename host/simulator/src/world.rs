@@ -176,8 +176,7 @@ pub fn pod_active(pod: &Value) -> bool {
 }
 
 pub fn pod_ready(pod: &Value) -> bool {
-    pod_active(pod)
-        && condition(pod, "Ready").is_some_and(|c| str_at(c, "/status") == "True")
+    pod_active(pod) && condition(pod, "Ready").is_some_and(|c| str_at(c, "/status") == "True")
 }
 
 /// Ready for at least `min_ready_seconds` (the controllers' "available").
@@ -231,9 +230,5 @@ pub fn status_patch(current: &Value, fields: Vec<(&str, Value)>) -> Option<Value
 
 /// `n` as an `omitempty` integer: null (absent) when zero.
 pub fn omit_zero(n: i64) -> Value {
-    if n == 0 {
-        Value::Null
-    } else {
-        Value::from(n)
-    }
+    if n == 0 { Value::Null } else { Value::from(n) }
 }

@@ -87,10 +87,11 @@ impl Writer {
         let name = crate::world::name(&body).to_string();
         let label = crate::world::str_at(&body, "/metadata/generateName").to_string();
         let w = what::<K>(ns, if name.is_empty() { &label } else { &name });
-        let obj: DynamicObject = serde_json::from_value(body).map_err(|source| WriteError::Decode {
-            what: w.clone(),
-            source,
-        })?;
+        let obj: DynamicObject =
+            serde_json::from_value(body).map_err(|source| WriteError::Decode {
+                what: w.clone(),
+                source,
+            })?;
         let pp = PostParams {
             field_manager: Some(CONTROLLER_MANAGER.into()),
             ..Default::default()

@@ -96,7 +96,10 @@ impl Cluster {
     }
 
     async fn replicasets(&self) -> Result<Vec<Value>> {
-        let list = self.api::<ReplicaSet>().list(&ListParams::default()).await?;
+        let list = self
+            .api::<ReplicaSet>()
+            .list(&ListParams::default())
+            .await?;
         Ok(list
             .items
             .iter()
@@ -155,29 +158,36 @@ fn deployment(name: &str, replicas: i64, image: &str) -> Value {
 /// The Deployment once its status reports `replicas` available for its
 /// current generation.
 async fn rolled_out(c: &Cluster, name: &str, replicas: i64) -> Result<Value> {
-    eventually(&format!("Deployment {name} with {replicas} available"), || async {
-        let d = c.get("Deployment", name).await?;
-        let done = int(&d, "/status/observedGeneration") == int(&d, "/metadata/generation")
-            && int(&d, "/status/availableReplicas") == replicas
-            && int(&d, "/status/updatedReplicas") == replicas
-            && int(&d, "/status/replicas") == replicas
-            && cond(&d, "Progressing").is_some_and(|p| p["reason"] == "NewReplicaSetAvailable");
-        Ok(done.then_some(d))
-    })
+    eventually(
+        &format!("Deployment {name} with {replicas} available"),
+        || async {
+            let d = c.get("Deployment", name).await?;
+            let done = int(&d, "/status/observedGeneration") == int(&d, "/metadata/generation")
+                && int(&d, "/status/availableReplicas") == replicas
+                && int(&d, "/status/updatedReplicas") == replicas
+                && int(&d, "/status/replicas") == replicas
+                && cond(&d, "Progressing").is_some_and(|p| p["reason"] == "NewReplicaSetAvailable");
+            Ok(done.then_some(d))
+        },
+    )
     .await
 }
 
 #[tokio::test]
 async fn a_deployment_becomes_available_with_running_pods() -> Result<()> {
     let c = Cluster::start(2).await?;
-    c.create::<Deployment>(deployment("web", 3, "nginx:1.27")).await?;
+    c.create::<Deployment>(deployment("web", 3, "nginx:1.27"))
+        .await?;
     let d = rolled_out(&c, "web", 3).await?;
     assert_eq!(int(&d, "/status/readyReplicas"), 3, "{d:#}");
     let available = cond(&d, "Available").context("Available condition")?;
     assert_eq!(available["status"], "True");
     assert_eq!(available["reason"], "MinimumReplicasAvailable");
     assert_eq!(available["message"], "Deployment has minimum availability.");
-    assert_eq!(d["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "1");
+    assert_eq!(
+        d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "1"
+    );
 
     // One ReplicaSet, named by its pod-template-hash, controlled by the Deployment.
     let rss = c.replicasets().await?;
@@ -187,8 +197,14 @@ async fn a_deployment_becomes_available_with_running_pods() -> Result<()> {
         .as_str()
         .context("pod-template-hash label")?;
     assert_eq!(rs["metadata"]["name"], format!("web-{hash}"));
-    assert_eq!(rs["spec"]["selector"]["matchLabels"]["pod-template-hash"], hash);
-    assert_eq!(rs["metadata"]["ownerReferences"][0]["uid"], d["metadata"]["uid"]);
+    assert_eq!(
+        rs["spec"]["selector"]["matchLabels"]["pod-template-hash"],
+        hash
+    );
+    assert_eq!(
+        rs["metadata"]["ownerReferences"][0]["uid"],
+        d["metadata"]["uid"]
+    );
     assert_eq!(rs["metadata"]["ownerReferences"][0]["controller"], true);
     assert_eq!(int(rs, "/status/availableReplicas"), 3);
 
@@ -197,15 +213,31 @@ async fn a_deployment_becomes_available_with_running_pods() -> Result<()> {
     assert_eq!(pods.len(), 3);
     for p in &pods {
         assert_eq!(p["status"]["phase"], "Running", "{p:#}");
-        assert_eq!(p["metadata"]["ownerReferences"][0]["uid"], rs["metadata"]["uid"]);
+        assert_eq!(
+            p["metadata"]["ownerReferences"][0]["uid"],
+            rs["metadata"]["uid"]
+        );
         assert_eq!(p["metadata"]["labels"]["pod-template-hash"], hash);
-        assert!(p["spec"]["nodeName"].as_str().is_some_and(|n| n.starts_with("sim-node-")));
-        assert!(p["status"]["podIP"].as_str().is_some_and(|ip| ip.starts_with("10.244.")));
+        assert!(
+            p["spec"]["nodeName"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("sim-node-"))
+        );
+        assert!(
+            p["status"]["podIP"]
+                .as_str()
+                .is_some_and(|ip| ip.starts_with("10.244."))
+        );
         assert_eq!(p["status"]["containerStatuses"][0]["ready"], true);
-        assert_eq!(cond(p, "Ready").map(|c| c["status"].clone()), Some(json!("True")));
+        assert_eq!(
+            cond(p, "Ready").map(|c| c["status"].clone()),
+            Some(json!("True"))
+        );
     }
-    let ips: std::collections::BTreeSet<&str> =
-        pods.iter().filter_map(|p| p["status"]["podIP"].as_str()).collect();
+    let ips: std::collections::BTreeSet<&str> = pods
+        .iter()
+        .filter_map(|p| p["status"]["podIP"].as_str())
+        .collect();
     assert_eq!(ips.len(), 3, "pod IPs are distinct: {ips:?}");
     c.stop().await;
     Ok(())
@@ -214,7 +246,8 @@ async fn a_deployment_becomes_available_with_running_pods() -> Result<()> {
 #[tokio::test]
 async fn a_template_change_rolls_out_a_new_replicaset_and_scales_the_old_one_down() -> Result<()> {
     let c = Cluster::start(2).await?;
-    c.create::<Deployment>(deployment("app", 4, "nginx:1.27")).await?;
+    c.create::<Deployment>(deployment("app", 4, "nginx:1.27"))
+        .await?;
     rolled_out(&c, "app", 4).await?;
     let first = c.replicasets().await?[0]["metadata"]["name"].clone();
 
@@ -223,14 +256,26 @@ async fn a_template_change_rolls_out_a_new_replicaset_and_scales_the_old_one_dow
         .patch("app", &PatchParams::default(), &Patch::Strategic(&patch))
         .await?;
     let d = rolled_out(&c, "app", 4).await?;
-    assert_eq!(d["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "2");
+    assert_eq!(
+        d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "2"
+    );
     let rss = c.replicasets().await?;
     assert_eq!(rss.len(), 2, "old ReplicaSet kept as history: {rss:#?}");
-    let old = rss.iter().find(|r| r["metadata"]["name"] == first).context("old RS")?;
-    let new = rss.iter().find(|r| r["metadata"]["name"] != first).context("new RS")?;
+    let old = rss
+        .iter()
+        .find(|r| r["metadata"]["name"] == first)
+        .context("old RS")?;
+    let new = rss
+        .iter()
+        .find(|r| r["metadata"]["name"] != first)
+        .context("new RS")?;
     assert_eq!(int(old, "/spec/replicas"), 0);
     assert_eq!(int(new, "/spec/replicas"), 4);
-    assert_eq!(new["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "2");
+    assert_eq!(
+        new["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "2"
+    );
     let pods = eventually("only new pods left", || async {
         let pods = c.pods("app=app").await?;
         Ok((pods.len() == 4).then_some(pods))
@@ -246,7 +291,8 @@ async fn a_template_change_rolls_out_a_new_replicaset_and_scales_the_old_one_dow
 #[tokio::test]
 async fn scaling_to_zero_removes_every_pod() -> Result<()> {
     let c = Cluster::start(1).await?;
-    c.create::<Deployment>(deployment("gone", 2, "nginx:1.27")).await?;
+    c.create::<Deployment>(deployment("gone", 2, "nginx:1.27"))
+        .await?;
     rolled_out(&c, "gone", 2).await?;
     let patch = json!({"spec": {"replicas": 0}});
     c.api::<Deployment>()
@@ -260,7 +306,10 @@ async fn scaling_to_zero_removes_every_pod() -> Result<()> {
         Ok(done.then_some(d))
     })
     .await?;
-    assert_eq!(cond(&d, "Available").map(|a| a["status"].clone()), Some(json!("True")));
+    assert_eq!(
+        cond(&d, "Available").map(|a| a["status"].clone()),
+        Some(json!("True"))
+    );
     assert_eq!(int(&c.replicasets().await?[0], "/spec/replicas"), 0);
     c.stop().await;
     Ok(())
@@ -269,7 +318,8 @@ async fn scaling_to_zero_removes_every_pod() -> Result<()> {
 #[tokio::test]
 async fn deleting_a_deployment_collects_its_replicasets_and_pods() -> Result<()> {
     let c = Cluster::start(1).await?;
-    c.create::<Deployment>(deployment("doomed", 2, "nginx:1.27")).await?;
+    c.create::<Deployment>(deployment("doomed", 2, "nginx:1.27"))
+        .await?;
     rolled_out(&c, "doomed", 2).await?;
     assert_eq!(c.pods("app=doomed").await?.len(), 2);
     c.api::<Deployment>()
@@ -381,7 +431,9 @@ async fn an_indexed_job_completes_every_index() -> Result<()> {
     .await?;
     let job = eventually("Job idx Complete", || async {
         let j = c.get("Job", "idx").await?;
-        Ok(cond(&j, "Complete").is_some_and(|c| c["status"] == "True").then_some(j))
+        Ok(cond(&j, "Complete")
+            .is_some_and(|c| c["status"] == "True")
+            .then_some(j))
     })
     .await?;
     assert_eq!(job["status"]["completedIndexes"], "0-2", "{job:#}");
@@ -435,7 +487,10 @@ async fn a_daemonset_covers_every_node_including_one_added_later() -> Result<()>
         n.sort();
         n
     };
-    assert_eq!(nodes_of(&c.pods("app=agent").await?), ["sim-node-1", "sim-node-2"]);
+    assert_eq!(
+        nodes_of(&c.pods("app=agent").await?),
+        ["sim-node-1", "sim-node-2"]
+    );
 
     // A Node created with the simulated label joins; the DaemonSet follows.
     let nodes: Api<Node> = Api::all(c.client.clone());
@@ -479,15 +534,22 @@ async fn a_statefulset_creates_ordered_pods_and_rolls_them() -> Result<()> {
             let done = int(&s, "/status/readyReplicas") == 3
                 && int(&s, "/status/updatedReplicas") == 3
                 && s["status"]["currentRevision"] == s["status"]["updateRevision"]
-                && pods.iter().all(|p| p["spec"]["containers"][0]["image"] == image);
+                && pods
+                    .iter()
+                    .all(|p| p["spec"]["containers"][0]["image"] == image);
             Ok(done.then_some((s, pods)))
         }
     };
     let (s, pods) = eventually("StatefulSet db ready", || ready("postgres:17")).await?;
-    let mut names: Vec<&str> = pods.iter().filter_map(|p| p["metadata"]["name"].as_str()).collect();
+    let mut names: Vec<&str> = pods
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str())
+        .collect();
     names.sort();
     assert_eq!(names, ["db-0", "db-1", "db-2"]);
-    let rev = s["status"]["updateRevision"].as_str().context("updateRevision")?;
+    let rev = s["status"]["updateRevision"]
+        .as_str()
+        .context("updateRevision")?;
     for p in &pods {
         assert_eq!(p["metadata"]["labels"]["controller-revision-hash"], rev);
         assert_eq!(p["spec"]["hostname"], p["metadata"]["name"]);
@@ -507,8 +569,69 @@ async fn a_statefulset_creates_ordered_pods_and_rolls_them() -> Result<()> {
         .patch("db", &PatchParams::default(), &Patch::Strategic(&patch))
         .await?;
     let (s2, _) = eventually("StatefulSet db rolled", || ready("postgres:18")).await?;
-    assert_ne!(s2["status"]["updateRevision"], s["status"]["updateRevision"]);
+    assert_ne!(
+        s2["status"]["updateRevision"],
+        s["status"]["updateRevision"]
+    );
     c.stop().await;
     Ok(())
 }
 
+/// Level-triggered controllers must converge: once every workload has its
+/// final status, a further pass writes nothing (a field written but never
+/// read back the same would make the simulator write forever).
+#[tokio::test]
+async fn once_converged_the_simulator_writes_nothing() -> Result<()> {
+    let c = Cluster::start(2).await?;
+    c.create::<Deployment>(deployment("steady", 2, "nginx:1.27"))
+        .await?;
+    c.create::<StatefulSet>(json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "kv", "namespace": "default"},
+        "spec": {"replicas": 2, "serviceName": "kv", "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": {"app": "kv"}},
+            "template": {"metadata": {"labels": {"app": "kv"}},
+                "spec": {"containers": [{"name": "kv", "image": "redis:7"}]}}},
+    }))
+    .await?;
+    c.create::<DaemonSet>(json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "logs", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "logs"}},
+            "template": {"metadata": {"labels": {"app": "logs"}},
+                "spec": {"containers": [{"name": "logs", "image": "busybox:1.36"}]}}},
+    }))
+    .await?;
+    c.create::<Job>(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "once", "namespace": "default"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "once", "image": "busybox:1.36"}]}}},
+    }))
+    .await?;
+    rolled_out(&c, "steady", 2).await?;
+    eventually("everything converged", || async {
+        let s = c.get("StatefulSet", "kv").await?;
+        let d = c.get("DaemonSet", "logs").await?;
+        let j = c.get("Job", "once").await?;
+        let done = int(&s, "/status/readyReplicas") == 2
+            && int(&d, "/status/numberAvailable") == 2
+            && cond(&j, "Complete").is_some();
+        Ok(done.then_some(()))
+    })
+    .await?;
+    // Let the last status writes land, then watch for writes.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    c.server.clear_requests();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let writes: Vec<String> = c
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.is_write())
+        .map(|r| format!("{} {}/{:?} {:?}", r.verb, r.resource, r.subresource, r.name))
+        .collect();
+    assert!(writes.is_empty(), "writes after convergence: {writes:#?}");
+    c.stop().await;
+    Ok(())
+}
