@@ -122,10 +122,14 @@ pub async fn sync(cx: &mut Cx<'_>) {
         let replicas = i64_at(sts, "/spec/replicas").unwrap_or(1);
         let start = i64_at(sts, "/spec/ordinals/start").unwrap_or(0);
         let parallel = str_at(sts, "/spec/podManagementPolicy") == "Parallel";
-        let pods: Vec<&Value> = template::owned_pods(cx, sts)
-            .into_iter()
-            .filter(|p| world::pod_active(p))
+        let owned = template::owned_pods(cx, sts);
+        // An ordinal whose pod is still terminating is not recreated yet.
+        let terminating: Vec<i64> = owned
+            .iter()
+            .filter(|p| world::is_deleting(p))
+            .filter_map(|p| ordinal(sts, p))
             .collect();
+        let pods: Vec<&Value> = owned.into_iter().filter(|p| world::pod_active(p)).collect();
         let by_ord = |o: i64| pods.iter().copied().find(|p| ordinal(sts, p) == Some(o));
         let healthy = |p: &Value| world::pod_ready(p);
         let mut acted = false;
@@ -135,6 +139,12 @@ pub async fn sync(cx: &mut Cx<'_>) {
                 Some(p) => {
                     if !parallel && !healthy(p) {
                         acted = true;
+                        break;
+                    }
+                }
+                None if terminating.contains(&ord) => {
+                    acted = true;
+                    if !parallel {
                         break;
                     }
                 }
