@@ -212,7 +212,7 @@ async fn rollout(cx: &mut Cx<'_>, d: &Value, sets: &mut Sets<'_>) -> bool {
         let old_pods = old.iter().any(|rs| {
             World::owned(&cx.world.pods, rs)
                 .iter()
-                .any(|p| world::pod_active(p))
+                .any(|p| !matches!(world::pod_phase(p), "Succeeded" | "Failed"))
         });
         if changed || old_pods {
             return changed;
@@ -439,8 +439,14 @@ pub async fn sync(cx: &mut Cx<'_>) {
         let paused = d.pointer("/spec/paused") == Some(&json!(true));
         let mut created = None;
         if sets.new.is_none() && !paused {
-            let old_active = sets.old.iter().any(|rs| spec_replicas(rs) > 0);
-            if rolling(d) || !old_active {
+            // Recreate: the new ReplicaSet only once every old pod is gone.
+            let old_running = sets.old.iter().any(|rs| {
+                spec_replicas(rs) > 0
+                    || World::owned(&world.pods, rs)
+                        .iter()
+                        .any(|p| !matches!(world::pod_phase(p), "Succeeded" | "Failed"))
+            });
+            if rolling(d) || !old_running {
                 let collisions = i64_at(d, "/status/collisionCount").unwrap_or(0);
                 let hash = template_hash(&template, collisions);
                 let rev = sets.old.iter().map(|rs| revision(rs)).max().unwrap_or(0) + 1;
@@ -521,5 +527,27 @@ pub async fn sync(cx: &mut Cx<'_>) {
         {
             cx.failed(&what, e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fenceposts;
+    use serde_json::json;
+
+    fn rolling(surge: serde_json::Value, unavailable: serde_json::Value) -> serde_json::Value {
+        json!({"spec": {"strategy": {"type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}}}})
+    }
+
+    #[test]
+    fn surge_rounds_up_unavailable_rounds_down_and_both_zero_means_one_unavailable() {
+        assert_eq!(fenceposts(&rolling(json!("25%"), json!("25%")), 4), (1, 1));
+        assert_eq!(fenceposts(&rolling(json!("25%"), json!("25%")), 3), (1, 0));
+        assert_eq!(fenceposts(&rolling(json!(0), json!(0)), 3), (0, 1));
+        assert_eq!(fenceposts(&rolling(json!(2), json!(5)), 3), (2, 3));
+        assert_eq!(fenceposts(&rolling(json!(1), json!(1)), 0), (1, 0));
+        let recreate = json!({"spec": {"strategy": {"type": "Recreate"}}});
+        assert_eq!(fenceposts(&recreate, 3), (0, 0));
     }
 }

@@ -728,3 +728,44 @@ async fn once_converged_the_simulator_writes_nothing() -> Result<()> {
     c.stop().await;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_recreate_rollout_removes_every_old_pod_before_new_ones_start() -> Result<()> {
+    let c = Cluster::start(1).await?;
+    let mut d = deployment("rec", 2, "nginx:1.27");
+    d["spec"]["strategy"] = json!({"type": "Recreate"});
+    c.create::<Deployment>(d).await?;
+    rolled_out(&c, "rec", 2).await?;
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "nginx:1.28"}]}}}});
+    c.api::<Deployment>()
+        .patch("rec", &PatchParams::default(), &Patch::Strategic(&patch))
+        .await?;
+    // Old and new pods never run side by side.
+    let mixed = std::sync::atomic::AtomicBool::new(false);
+    eventually("Recreate rollout done", || {
+        let (c, mixed) = (&c, &mixed);
+        async move {
+            let pods = c.pods("app=rec").await?;
+            let images: std::collections::BTreeSet<&str> = pods
+                .iter()
+                .filter_map(|p| p["spec"]["containers"][0]["image"].as_str())
+                .collect();
+            if images.len() > 1 {
+                mixed.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            let d = c.get("Deployment", "rec").await?;
+            let done = int(&d, "/status/updatedReplicas") == 2
+                && int(&d, "/status/availableReplicas") == 2
+                && int(&d, "/status/replicas") == 2
+                && images == std::collections::BTreeSet::from(["nginx:1.28"]);
+            Ok(done.then_some(()))
+        }
+    })
+    .await?;
+    assert!(
+        !mixed.into_inner(),
+        "old and new pods ran together under Recreate"
+    );
+    c.stop().await;
+    Ok(())
+}
