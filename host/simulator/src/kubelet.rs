@@ -4,7 +4,8 @@
 //! pods — `Succeeded` (every container exited 0) after as long again. No
 //! image is pulled, no process runs, no probe is called, no network exists:
 //! the pod IP is an address of the node's pod CIDR that nothing answers.
-//! A pod without a node is reported unschedulable, as the scheduler would.
+//! A pod without a node is reported unschedulable, as the scheduler would;
+//! a pod whose Node was deleted is deleted, as the pod garbage collector does.
 
 use std::collections::HashMap;
 
@@ -346,6 +347,13 @@ pub async fn sync(cx: &mut Cx<'_>) {
             continue;
         }
         let Some(node) = nodes.get(node_name) else {
+            // PodGC: a pod bound to a Node that no longer exists is deleted
+            // (its controller, if any, makes a new one elsewhere).
+            if !world.nodes.iter().any(|n| world::name(n) == node_name)
+                && let Err(e) = cx.writer.delete::<Pod>(ns, name, true).await
+            {
+                cx.failed(&what, e);
+            }
             continue;
         };
         if world::is_deleting(pod) {

@@ -584,6 +584,16 @@ async fn a_daemonset_covers_every_node_including_one_added_later() -> Result<()>
             ["nodeSelectorTerms"][0]["matchFields"][0];
         assert_eq!(term["values"][0], p["spec"]["nodeName"], "{p:#}");
     }
+
+    // A deleted Node takes its daemon pod with it (pod garbage collection).
+    nodes.delete("extra", &DeleteParams::default()).await?;
+    eventually("DaemonSet back on two nodes", || covered(2)).await?;
+    let pods = eventually("the pod of the deleted node gone", || async {
+        let pods = c.pods("app=agent").await?;
+        Ok((pods.len() == 2).then_some(pods))
+    })
+    .await?;
+    assert_eq!(nodes_of(&pods), ["sim-node-1", "sim-node-2"]);
     c.stop().await;
     Ok(())
 }
