@@ -72,6 +72,7 @@ pub async fn sync(cx: &mut Cx<'_>) {
         let what = format!("DaemonSet {ns}/{name}");
         let template = ds.pointer("/spec/template").cloned().unwrap_or_default();
         let hash = template_hash(&template, i64_at(ds, "/status/collisionCount").unwrap_or(0));
+        crate::revisions::ensure(cx, ds, &hash).await;
         let spec = template.get("spec").cloned().unwrap_or_default();
         let nodes: Vec<String> = cx
             .sim_nodes()
@@ -120,6 +121,12 @@ pub async fn sync(cx: &mut Cx<'_>) {
             .copied()
             .filter(|p| nodes.iter().any(|n| n == str_at(p, "/spec/nodeName")))
             .collect();
+        let mut in_use: Vec<String> = pods
+            .iter()
+            .filter_map(|p| world::label(p, REVISION_LABEL).map(str::to_string))
+            .collect();
+        in_use.push(hash.clone());
+        crate::revisions::prune(cx, ds, &in_use).await;
         let updated = |p: &Value| world::label(p, REVISION_LABEL) == Some(hash.as_str());
         let mut due = std::mem::take(&mut cx.due);
         let available = scheduled

@@ -27,6 +27,7 @@ mod kubelet;
 mod nodes;
 mod pass;
 mod replicaset;
+mod revisions;
 mod statefulset;
 mod template;
 mod world;

@@ -119,6 +119,11 @@ pub async fn sync(cx: &mut Cx<'_>) {
                 i64_at(sts, "/status/collisionCount").unwrap_or(0)
             )
         );
+        let hash = update_revision
+            .strip_prefix(&format!("{name}-"))
+            .unwrap_or_default()
+            .to_string();
+        crate::revisions::ensure(cx, sts, &hash).await;
         let replicas = i64_at(sts, "/spec/replicas").unwrap_or(1);
         let start = i64_at(sts, "/spec/ordinals/start").unwrap_or(0);
         let parallel = str_at(sts, "/spec/podManagementPolicy") == "Parallel";
@@ -201,6 +206,12 @@ pub async fn sync(cx: &mut Cx<'_>) {
                 cx.failed(&what, e);
             }
         }
+        let mut in_use: Vec<String> = pods
+            .iter()
+            .filter_map(|p| world::label(p, REVISION_LABEL).map(str::to_string))
+            .collect();
+        in_use.push(update_revision.clone());
+        crate::revisions::prune(cx, sts, &in_use).await;
         let updated = pods
             .iter()
             .filter(|p| world::label(p, REVISION_LABEL) == Some(update_revision.as_str()))

@@ -17,6 +17,7 @@ pub struct World {
     pub statefulsets: Vec<Value>,
     pub daemonsets: Vec<Value>,
     pub jobs: Vec<Value>,
+    pub revisions: Vec<Value>,
 }
 
 async fn list<K>(client: &kube::Client) -> Result<Vec<Value>, WriteError>
@@ -54,6 +55,7 @@ impl World {
             statefulsets: list::<apps::StatefulSet>(client).await?,
             daemonsets: list::<apps::DaemonSet>(client).await?,
             jobs: list::<batch::Job>(client).await?,
+            revisions: list::<apps::ControllerRevision>(client).await?,
         })
     }
 

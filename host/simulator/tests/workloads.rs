@@ -12,7 +12,9 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{
+    ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
+};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -59,6 +61,12 @@ async fn reset_real(client: &Client) -> Result<()> {
         .delete_collection(&dp, &lp)
         .await?;
     Api::<Pod>::namespaced(ns(client), "default")
+        .delete_collection(&dp, &lp)
+        .await?;
+    Api::<ControllerRevision>::namespaced(ns(client), "default")
+        .delete_collection(&dp, &lp)
+        .await?;
+    Api::<PersistentVolumeClaim>::namespaced(ns(client), "default")
         .delete_collection(&dp, &lp)
         .await?;
     Api::<Node>::all(ns(client))
@@ -563,9 +571,20 @@ async fn a_daemonset_covers_every_node_including_one_added_later() -> Result<()>
         n.sort();
         n
     };
+    let pods = c.pods("app=agent").await?;
+    assert_eq!(nodes_of(&pods), ["sim-node-1", "sim-node-2"]);
+    // The pods carry the hash of the DaemonSet's one ControllerRevision.
+    let revs = c
+        .api::<ControllerRevision>()
+        .list(&ListParams::default())
+        .await?;
+    assert_eq!(revs.items.len(), 1);
+    let hash = pods[0]["metadata"]["labels"]["controller-revision-hash"]
+        .as_str()
+        .context("controller-revision-hash")?;
     assert_eq!(
-        nodes_of(&c.pods("app=agent").await?),
-        ["sim-node-1", "sim-node-2"]
+        revs.items[0].metadata.name.as_deref(),
+        Some(format!("agent-{hash}").as_str())
     );
 
     // A Node created with the simulated label joins; the DaemonSet follows.
@@ -669,6 +688,32 @@ async fn a_statefulset_creates_ordered_pods_and_rolls_them() -> Result<()> {
         s2["status"]["updateRevision"],
         s["status"]["updateRevision"]
     );
+    // Both templates are in the history, the current one newest.
+    let revs = c
+        .api::<ControllerRevision>()
+        .list(&ListParams::default())
+        .await?;
+    let mut revs: Vec<(i64, String)> = revs
+        .items
+        .iter()
+        .map(|r| {
+            (
+                r.revision.unwrap_or(0),
+                r.metadata.name.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    revs.sort();
+    let names: Vec<&str> = revs.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            s["status"]["updateRevision"].as_str().unwrap_or(""),
+            s2["status"]["updateRevision"].as_str().unwrap_or("")
+        ],
+        "{revs:?}"
+    );
+    assert_eq!(revs[0].0 + 1, revs[1].0);
     c.stop().await;
     Ok(())
 }
