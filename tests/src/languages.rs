@@ -52,6 +52,11 @@ pub enum Components {
 /// `WR_REQUIRE_LANGUAGES=1`, where it panics with instructions;
 /// `WR_SKIP_LANGUAGES=1` always skips.
 pub fn components(plugin: &str) -> Components {
+    components_in(plugin, LANGUAGES)
+}
+
+/// [`components`] for a plugin ported to only some of the languages.
+pub fn components_in(plugin: &str, languages: &[&'static str]) -> Components {
     if std::env::var("WR_SKIP_LANGUAGES").is_ok_and(|v| v == "1") {
         return Components::Skipped(format!(
             "WR_SKIP_LANGUAGES=1: the {plugin} components in other languages are not tested"
@@ -59,7 +64,7 @@ pub fn components(plugin: &str) -> Components {
     }
     let mut ready = Vec::new();
     let mut missing = Vec::new();
-    for lang in LANGUAGES {
+    for lang in languages {
         let path = lang_out_dir().join(lang).join(format!("{plugin}.wasm"));
         match std::fs::read(&path) {
             Ok(bytes) => ready.push((*lang, bytes)),
