@@ -4,7 +4,8 @@
 //! What maps: parent and child resources, update methods (Metacontroller's
 //! default is `OnDelete`, ours `InPlace`, so the method is always written),
 //! `resyncPeriodSeconds`, the finalize hook (`finalize: true`), the sync
-//! hook's timeout (`limits.timeoutMillis`) and hook version. The hook itself
+//! hook's timeout (`limits.timeoutMillis`) and hook version, and the hook's
+//! status replacing the parent's (`statusMode: Replace`). The hook itself
 //! becomes a plugin built with the SDKs' Metacontroller wrapper, which reads
 //! `spec.plugin.config.metacontroller` (hook version, child types for the
 //! request's `children` map, the `controller` object the hook is sent).
@@ -15,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::{Map, Value, json};
 use wr_engine::crd::{
-    ChildResource, ConfigMapSource, Limits, PluginSource, ResourceRef, UpdateMethod,
+    ChildResource, ConfigMapSource, Limits, PluginSource, ResourceRef, StatusMode, UpdateMethod,
     UpdateStrategy, WasmController, WasmControllerSpec,
 };
 
@@ -129,13 +130,6 @@ impl<'a> Converter<'a> {
         // Connection settings of webhooks: nothing to connect to any more.
         let _ = take(&mut spec, "endpointConfigs");
         self.leftovers("spec", spec);
-        // The host merges the plugin's status into the parent's; Metacontroller
-        // replaces it (issue 18 item 5).
-        self.skip(
-            "sync hook response status",
-            "Metacontroller replaces the parent's status with the hook's; this host merges it \
-             (a field the hook stops setting stays) until status modes land",
-        );
 
         let mut controller_for_hook = doc.clone();
         if let Some(m) = controller_for_hook.as_object_mut() {
@@ -182,6 +176,8 @@ impl<'a> Converter<'a> {
                 memory_mib: None,
                 fuel: None,
             }),
+            // Metacontroller replaces the parent's status with the hook's.
+            status_mode: StatusMode::Replace,
         };
         spec.validate()
             .context("the converted WasmController is invalid")?;
@@ -532,7 +528,8 @@ mod tests {
             i.controller.spec.child_resources[0].method(),
             UpdateMethod::OnDelete
         );
-        assert_eq!(fields(&i), ["sync hook response status"]);
+        assert!(fields(&i).is_empty(), "{:?}", i.unmappable);
+        assert_eq!(i.controller.spec.status_mode, StatusMode::Replace);
     }
 
     #[test]
