@@ -18,7 +18,7 @@ source "$here/lib.sh"
 
 total_start=$(date +%s)
 summary=()
-for lang in js python c; do
+for lang in js python c go; do
   start=$(date +%s)
   "$here/../$lang/build.sh" "$@"
   summary+=("$lang: $(($(date +%s) - start)) s")

@@ -14,7 +14,7 @@ use wr_runtime::{CallError, ReconcileRequest, ReconcileResponse, RuntimeConfig};
 use crate::plugins::workspace_root;
 
 /// The languages a plugin is ported to, as named under `plugins/<lang>/`.
-pub const LANGUAGES: &[&str] = &["js", "python", "c"];
+pub const LANGUAGES: &[&str] = &["js", "python", "c", "go"];
 
 /// `$WR_LANG_OUT`, else `$CARGO_TARGET_DIR/languages`, else `target/languages`:
 /// the same rule as `plugins/languages/lib.sh`.
