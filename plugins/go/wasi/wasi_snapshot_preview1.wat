@@ -12,9 +12,11 @@
 ;; which assumes it alone grows memory (runtime/mem_wasm.go: sbrk).
 ;;
 ;; What each call does, deterministic like the host's empty WASI context:
-;; - clocks: 2000-01-01T00:00:00Z (wall) / 0 (monotonic), plus 1 µs per
-;;   call so the Go scheduler always sees time move; poll_oneoff advances
-;;   the clock to the end of the requested sleep instead of sleeping;
+;; - clocks: 2000-01-01T00:00:00Z, plus 1 µs per call so the Go scheduler
+;;   always sees time move; poll_oneoff advances the clock to the end of the
+;;   requested sleep instead of sleeping. The monotonic clock reads the same
+;;   (30 years in nanoseconds), so it is ahead of any real monotonic clock a
+;;   pre-initialised snapshot (wizer, at build time) may have recorded;
 ;; - random_get: zeros; args, environment, preopens: none;
 ;; - fd_write to stdout/stderr: each write becomes a host log line (info /
 ;;   warn), so a Go panic's message reaches the host log; other fds: EBADF;
@@ -24,7 +26,7 @@
   (import "env" "memory" (memory 0))
   (import "wasm-reconciler:plugin/host@0.1.0" "log" (func $log (param i32 i32 i32)))
 
-  ;; Nanoseconds since the start of the call.
+  ;; Nanoseconds elapsed in the call (an instance serves one call).
   (global $elapsed (mut i64) (i64.const 0))
 
   (func $tick (result i64)
@@ -45,11 +47,9 @@
     (i32.store (local.get $size) (i32.const 0))
     (i32.const 0))
 
-  ;; clock 0 is the wall clock, the others monotonic.
+  ;; Every clock: 2000-01-01T00:00:00Z plus the time elapsed in the call.
   (func (export "clock_time_get") (param $id i32) (param $precision i64) (param $out i32) (result i32)
-    (i64.store (local.get $out)
-      (i64.add (call $tick)
-        (select (i64.const 946684800000000000) (i64.const 0) (i32.eqz (local.get $id)))))
+    (i64.store (local.get $out) (i64.add (call $tick) (i64.const 946684800000000000)))
     (i32.const 0))
 
   (func (export "random_get") (param $buf i32) (param $len i32) (result i32)
