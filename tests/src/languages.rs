@@ -1,5 +1,5 @@
 //! Shared by the `languages_*` tests and the language bench: where the
-//! JavaScript, Python and C components are, the skip policy when they are not
+//! JavaScript, Python, C and Go components are, the skip policy when they are not
 //! built, the fixture inputs they run on, and the runtime settings that let
 //! every test binary share one compile of each component.
 //!
@@ -14,7 +14,7 @@ use wr_runtime::{CallError, ReconcileRequest, ReconcileResponse, RuntimeConfig};
 use crate::plugins::workspace_root;
 
 /// The languages a plugin is ported to, as named under `plugins/<lang>/`.
-pub const LANGUAGES: &[&str] = &["js", "python", "c"];
+pub const LANGUAGES: &[&str] = &["js", "python", "c", "go"];
 
 /// `$WR_LANG_OUT`, else `$CARGO_TARGET_DIR/languages`, else `target/languages`:
 /// the same rule as `plugins/languages/lib.sh`.

@@ -353,3 +353,74 @@ fn dev_runs_a_plugin_dir_holding_only_your_own_components() {
     let status = dev.wait_exit();
     assert!(status.success(), "exit {status:?}\n{}", dev.diagnostics());
 }
+
+/// The StaticSite's `Available` condition: (status, message).
+fn available_of(kc: &Path, name: &str) -> Option<(String, String)> {
+    let p = get_json(kc, &["get", "staticsite", name])?;
+    let c = p["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Available")?
+        .clone();
+    Some((
+        c["status"].as_str()?.to_string(),
+        c["message"].as_str().unwrap_or("").to_string(),
+    ))
+}
+
+/// Issue 16, item 6: in `dev` (defaults, as the README runs it) the workload
+/// simulator runs the example's Deployment, so the StaticSite, which reports
+/// its Deployment's available replicas, becomes `Available=True` — and
+/// follows a scale-up, which it can only do by reacting to its child's status.
+#[test]
+fn dev_simulates_workloads_so_the_example_site_becomes_available() {
+    let work = tempfile::tempdir().unwrap();
+    let plugins = work.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    for name in ["static-site", "tombstone"] {
+        let src = plugin_path(name);
+        std::fs::copy(&src, plugins.join(src.file_name().unwrap())).unwrap();
+    }
+    let kc = work.path().join("kubeconfig");
+    let mut dev = Dev::start(work.path(), &plugins, "simulated");
+
+    let (_, message) = eventually(&dev, "StaticSite web Available=True", || {
+        available_of(&kc, "web").filter(|(s, _)| s == "True")
+    });
+    assert_eq!(message, "2/2 replicas available");
+    // What the site reports comes from a Deployment the simulator rolled out:
+    // Running pods on a simulated node, controlled by the Deployment's ReplicaSet.
+    let d = get_json(&kc, &["get", "deployment", "web"]).unwrap();
+    assert_eq!(d["status"]["availableReplicas"], 2, "{d:#}");
+    let pods = get_json(
+        &kc,
+        &["get", "pods", "-l", "app.kubernetes.io/instance=web"],
+    );
+    let pods = pods.map(|p| p["items"].as_array().cloned().unwrap_or_default());
+    let pods = pods.unwrap_or_default();
+    assert_eq!(pods.len(), 2, "{pods:#?}");
+    for p in &pods {
+        assert_eq!(p["status"]["phase"], "Running", "{p:#}");
+        assert_eq!(p["metadata"]["ownerReferences"][0]["kind"], "ReplicaSet");
+    }
+
+    kubectl(
+        &kc,
+        &[
+            "patch",
+            "staticsite",
+            "web",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"replicas":3}}"#,
+        ],
+    )
+    .unwrap();
+    eventually(&dev, "StaticSite web reports 3/3 available", || {
+        available_of(&kc, "web").filter(|(s, m)| s == "True" && m == "3/3 replicas available")
+    });
+    dev.signal("TERM");
+    let status = dev.wait_exit();
+    assert!(status.success(), "exit {status:?}\n{}", dev.diagnostics());
+}

@@ -31,6 +31,12 @@ pub struct ApiserverArgs {
     pub watch_history: usize,
     #[command(flatten)]
     pub auth: AuthArgs,
+    /// Run the workload simulator: Deployments, StatefulSets, DaemonSets and
+    /// Jobs get pods that become Running on simulated Nodes (docs/dev.md).
+    #[arg(long)]
+    pub simulate: bool,
+    #[command(flatten)]
+    pub simulate_tuning: crate::cmd::simulate::SimulateTuning,
 }
 
 /// Authentication and authorisation flags of `apiserver` and `dev`.
@@ -119,10 +125,18 @@ async fn serve(args: ApiserverArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("writing kubeconfig to {}", path.display()))?;
         tracing::info!(path = %path.display(), "kubeconfig written");
     }
+    let sim = if args.simulate {
+        Some(crate::cmd::simulate::start(&server, &args.simulate_tuning).await?)
+    } else {
+        None
+    };
     // The URL on stdout is the command's output (scripts read it).
     println!("{}", server.url());
     wait_for_signal().await?;
     tracing::info!("shutting down");
+    if let Some(sim) = sim {
+        sim.stop().await;
+    }
     server.shutdown().await;
     Ok(ExitCode::SUCCESS)
 }

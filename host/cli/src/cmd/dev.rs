@@ -56,6 +56,12 @@ pub struct DevArgs {
     /// `wasm-reconciler rbac` prints for the installed controllers.
     #[command(flatten)]
     pub auth: crate::cmd::apiserver::AuthArgs,
+    /// Do not run the workload simulator (then nothing runs Deployments:
+    /// they stay at 0 available replicas).
+    #[arg(long)]
+    pub no_simulate: bool,
+    #[command(flatten)]
+    pub simulate: crate::cmd::simulate::SimulateTuning,
 }
 
 impl DevArgs {
@@ -116,7 +122,15 @@ async fn serve(args: DevArgs) -> anyhow::Result<ExitCode> {
         .write_kubeconfig(&kubeconfig)
         .with_context(|| format!("writing kubeconfig to {}", kubeconfig.display()))?;
 
+    let sim = if args.no_simulate {
+        None
+    } else {
+        Some(crate::cmd::simulate::start(&server, &args.simulate).await?)
+    };
     let result = run_host(&args, &server, &plugins, &kubeconfig).await;
+    if let Some(sim) = sim {
+        sim.stop().await;
+    }
     server.shutdown().await;
     result
 }

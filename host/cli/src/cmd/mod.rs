@@ -10,3 +10,4 @@ pub mod publish;
 pub mod rbac;
 pub mod render;
 pub mod run;
+pub mod simulate;
