@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds the example plugins in every non-Rust language (JavaScript, Python,
-# C) and runs each language's native unit tests. Installs the toolchains on
-# first use (npm ci, a venv with componentize-py, apt-get clang-19 + a venv
-# with PyPI's prebuilt wasm-tools) into ~/.cache/wasm-reconciler, so a rerun
-# only rebuilds what changed. On a cold machine all of it takes about 1.5 min
-# on 2 cores (docs/authoring.md, "Toolchains and CI").
+# C, Go) and runs each language's native unit tests. Installs the toolchains
+# on first use (npm ci, a venv with componentize-py, apt-get clang-19 + a
+# venv with PyPI's prebuilt wasm-tools, npm ci of Wizer for Go; Go itself
+# must be on PATH) into ~/.cache/wasm-reconciler, so a rerun only rebuilds
+# what changed. On a cold machine all of it takes about 2 min on 2 cores
+# (docs/authoring.md, "Toolchains and CI").
 #
 #   plugins/languages/build-all.sh            # toolchains, tests, components
 #   plugins/languages/build-all.sh --no-test  # components only
@@ -18,7 +19,7 @@ source "$here/lib.sh"
 
 total_start=$(date +%s)
 summary=()
-for lang in js python c; do
+for lang in js python c go; do
   start=$(date +%s)
   "$here/../$lang/build.sh" "$@"
   summary+=("$lang: $(($(date +%s) - start)) s")

@@ -1,5 +1,5 @@
 //! Shared by the `languages_*` tests and the language bench: where the
-//! JavaScript, Python and C components are, the skip policy when they are not
+//! JavaScript, Python, C and Go components are, the skip policy when they are not
 //! built, the fixture inputs they run on, and the runtime settings that let
 //! every test binary share one compile of each component.
 //!
@@ -14,7 +14,7 @@ use wr_runtime::{CallError, ReconcileRequest, ReconcileResponse, RuntimeConfig};
 use crate::plugins::workspace_root;
 
 /// The languages a plugin is ported to, as named under `plugins/<lang>/`.
-pub const LANGUAGES: &[&str] = &["js", "python", "c"];
+pub const LANGUAGES: &[&str] = &["js", "python", "c", "go"];
 
 /// `$WR_LANG_OUT`, else `$CARGO_TARGET_DIR/languages`, else `target/languages`:
 /// the same rule as `plugins/languages/lib.sh`.
@@ -52,6 +52,11 @@ pub enum Components {
 /// `WR_REQUIRE_LANGUAGES=1`, where it panics with instructions;
 /// `WR_SKIP_LANGUAGES=1` always skips.
 pub fn components(plugin: &str) -> Components {
+    components_in(plugin, LANGUAGES)
+}
+
+/// [`components`] for a plugin ported to only some of the languages.
+pub fn components_in(plugin: &str, languages: &[&'static str]) -> Components {
     if std::env::var("WR_SKIP_LANGUAGES").is_ok_and(|v| v == "1") {
         return Components::Skipped(format!(
             "WR_SKIP_LANGUAGES=1: the {plugin} components in other languages are not tested"
@@ -59,7 +64,7 @@ pub fn components(plugin: &str) -> Components {
     }
     let mut ready = Vec::new();
     let mut missing = Vec::new();
-    for lang in LANGUAGES {
+    for lang in languages {
         let path = lang_out_dir().join(lang).join(format!("{plugin}.wasm"));
         match std::fs::read(&path) {
             Ok(bytes) => ready.push((*lang, bytes)),

@@ -1,4 +1,4 @@
-//! Bench: the static-site plugin in Rust, JavaScript, Python and C, on the
+//! Bench: the static-site plugin in Rust, JavaScript, Python, C and Go, on the
 //! shared fixture `tests/fixtures/static-site/rollout`. Prints the table of
 //! docs/authoring.md (component size raw and gzipped, cold compile, cached
 //! load, per-call latency p50/p99). Ignored by default; run with
@@ -6,7 +6,10 @@
 //!     plugins/languages/build-all.sh --no-test && \
 //!     cargo test -p wr-tests --test languages_bench -- --ignored --nocapture
 //!
-//! Timings are printed, never asserted.
+//! Timings are printed, never asserted. `WR_BENCH_LANGS=rust,go` keeps only
+//! those rows; `WR_BENCH_EXTRA=name=path.wasm,...` adds rows for other
+//! builds of the same plugin (e.g. the Go variants of docs/authoring.md,
+//! "Size and speed").
 
 use std::time::{Duration, Instant};
 
@@ -148,9 +151,28 @@ async fn bench_languages() {
             return;
         }
     };
-    let mut rows = vec![measure("rust", &plugin_bytes(PLUGIN)).await];
-    for (lang, bytes) in &ports {
+    let only = std::env::var("WR_BENCH_LANGS").ok();
+    let wanted = |lang: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|l| l == lang))
+    };
+    let mut rows = Vec::new();
+    if wanted("rust") {
+        rows.push(measure("rust", &plugin_bytes(PLUGIN)).await);
+    }
+    for (lang, bytes) in ports.iter().filter(|(lang, _)| wanted(lang)) {
         rows.push(measure(lang, bytes).await);
+    }
+    for extra in std::env::var("WR_BENCH_EXTRA")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|e| !e.is_empty())
+    {
+        let (name, path) = extra
+            .split_once('=')
+            .unwrap_or_else(|| panic!("WR_BENCH_EXTRA: {extra:?} is not name=path"));
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("WR_BENCH_EXTRA {path}: {e}"));
+        rows.push(measure(name, &bytes).await);
     }
     println!(
         "\nstatic-site on fixture `{FIXTURE}`, {CALLS} calls each (p50/p99 include instantiation)\n"

@@ -1,11 +1,13 @@
-//! The JavaScript, Python and C ports of `static-site` reconciled end to end
+//! The JavaScript, Python, C and Go ports of `static-site` reconciled end to end
 //! by the real host (engine `Manager` + the production `WasmLoader`) against
 //! the embedded API server, each loaded from ConfigMaps written by the
 //! engine's `chunked::to_configmaps` (what `wasm-reconciler publish` writes;
-//! the ~18 MB Python component does not fit one ConfigMap and is chunked).
+//! the ~18 MB Python component does not fit one ConfigMap and is chunked;
+//! the ~4 MB Go one fits one once compressed, or takes chunks when it does
+//! not).
 //!
-//! One API server, one manager, four controllers: the Rust original (the
-//! control) and the three ports, each with a parent kind of its own (the
+//! One API server, one manager, five controllers: the Rust original (the
+//! control) and the four ports, each with a parent kind of its own (the
 //! example CRD under a per-language group) and a namespace of its own.
 //! Twice, after creation and after a spec edit, each port must converge
 //! (Ready=True for the current generation) to what the **Rust** component,

@@ -1,4 +1,4 @@
-//! The static-site plugin ported to JavaScript, Python and C gives the same
+//! The static-site plugin ported to JavaScript, Python, C and Go gives the same
 //! answer as the Rust original on the same inputs: every fixture of
 //! `tests/fixtures/static-site` plus edge cases that exercise the SDKs
 //! (name hashing, validation messages, UTF-8 sizes, config errors).

@@ -36,6 +36,8 @@ enum Command {
     Publish(cmd::publish::PublishArgs),
     /// Preview a candidate plugin over a controller's live parents; applies nothing.
     Plan(cmd::plan::PlanArgs),
+    /// Convert another tool's controllers to WasmControllers (Metacontroller's CompositeController).
+    Import(cmd::import::ImportArgs),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +66,7 @@ fn main() -> ExitCode {
         Command::Dev(args) => cmd::dev::run(args),
         Command::Publish(args) => cmd::publish::run(args),
         Command::Plan(args) => cmd::plan::run(args),
+        Command::Import(args) => cmd::import::run(args),
     };
     match result {
         Ok(code) => code,

@@ -132,7 +132,7 @@ fn helm_chart_lints_renders_installs_and_its_account_runs_the_examples() -> Resu
                 "-n",
                 ns,
                 "patch",
-                "workspace",
+                WORKSPACE,
                 "team-a",
                 "--type=merge",
                 "-p",
@@ -233,8 +233,8 @@ fn lifecycle_as_chart_account(real: &Real, dir: &Path, ns: &str) -> Result<()> {
             &example_in("examples/tombstone/workspace.yaml", ns)?,
         )?;
         eventually("web and team-a Ready", 120, || {
-            (ready(kc, ns, "staticsite", "web").as_deref() == Some("True")
-                && ready(kc, ns, "workspace", "team-a").as_deref() == Some("True")
+            (ready(kc, ns, SITE, "web").as_deref() == Some("True")
+                && ready(kc, ns, WORKSPACE, "team-a").as_deref() == Some("True")
                 && field(kc, ns, &["deployment", "web"], "{.spec.replicas}").as_deref()
                     == Some("2"))
             .then_some(())
@@ -245,7 +245,7 @@ fn lifecycle_as_chart_account(real: &Real, dir: &Path, ns: &str) -> Result<()> {
                 "-n",
                 ns,
                 "patch",
-                "staticsite",
+                SITE,
                 "web",
                 "--type=merge",
                 "-p",
@@ -258,17 +258,14 @@ fn lifecycle_as_chart_account(real: &Real, dir: &Path, ns: &str) -> Result<()> {
         })?;
         kubectl(
             kc,
-            &["-n", ns, "delete", "workspace", "team-a", "--wait=false"],
+            &["-n", ns, "delete", WORKSPACE, "team-a", "--wait=false"],
         )?;
         eventually("team-a finalized and gone", 90, || {
-            gone(kc, ns, "workspace", "team-a").then_some(())
+            gone(kc, ns, WORKSPACE, "team-a").then_some(())
         })?;
-        kubectl(
-            kc,
-            &["-n", ns, "delete", "staticsite", "web", "--wait=false"],
-        )?;
+        kubectl(kc, &["-n", ns, "delete", SITE, "web", "--wait=false"])?;
         eventually("web and its Deployment gone", 90, || {
-            (gone(kc, ns, "staticsite", "web") && gone(kc, ns, "deployment", "web")).then_some(())
+            (gone(kc, ns, SITE, "web") && gone(kc, ns, "deployment", "web")).then_some(())
         })?;
         delete_example_controllers(kc, 90)?;
         host.signal("TERM")?;

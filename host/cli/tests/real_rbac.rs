@@ -267,13 +267,13 @@ fn full_lifecycle(real: &Real, dir: &Path, ns: &str) -> Result<()> {
             &example_in("examples/tombstone/workspace.yaml", ns)?,
         )?;
         eventually("web Ready with a 2-replica Deployment", 120, || {
-            (ready(kc, ns, "staticsite", "web").as_deref() == Some("True")
+            (ready(kc, ns, SITE, "web").as_deref() == Some("True")
                 && field(kc, ns, &["deployment", "web"], "{.spec.replicas}").as_deref()
                     == Some("2"))
             .then_some(())
         })?;
         eventually("workspace team-a Ready", 120, || {
-            (ready(kc, ns, "workspace", "team-a").as_deref() == Some("True")).then_some(())
+            (ready(kc, ns, WORKSPACE, "team-a").as_deref() == Some("True")).then_some(())
         })?;
 
         // Update: replicas and port (the Service is re-applied too).
@@ -283,7 +283,7 @@ fn full_lifecycle(real: &Real, dir: &Path, ns: &str) -> Result<()> {
                 "-n",
                 ns,
                 "patch",
-                "staticsite",
+                SITE,
                 "web",
                 "--type=merge",
                 "-p",
@@ -334,7 +334,7 @@ fn full_lifecycle(real: &Real, dir: &Path, ns: &str) -> Result<()> {
                 "-n",
                 ns,
                 "patch",
-                "staticsite",
+                SITE,
                 "web",
                 "--type=merge",
                 "-p",
@@ -349,19 +349,16 @@ fn full_lifecycle(real: &Real, dir: &Path, ns: &str) -> Result<()> {
         // Finalize: the tombstone plugin tears down, then the host releases.
         kubectl(
             kc,
-            &["-n", ns, "delete", "workspace", "team-a", "--wait=false"],
+            &["-n", ns, "delete", WORKSPACE, "team-a", "--wait=false"],
         )?;
         eventually("workspace team-a to be gone", 90, || {
-            gone(kc, ns, "workspace", "team-a").then_some(())
+            gone(kc, ns, WORKSPACE, "team-a").then_some(())
         })?;
 
         // Delete: the real garbage collector removes the children.
-        kubectl(
-            kc,
-            &["-n", ns, "delete", "staticsite", "web", "--wait=false"],
-        )?;
+        kubectl(kc, &["-n", ns, "delete", SITE, "web", "--wait=false"])?;
         eventually("web and its children to be gone", 90, || {
-            (gone(kc, ns, "staticsite", "web")
+            (gone(kc, ns, SITE, "web")
                 && gone(kc, ns, "deployment", "web")
                 && gone(kc, ns, "service", "web"))
             .then_some(())
@@ -376,11 +373,11 @@ fn full_lifecycle(real: &Real, dir: &Path, ns: &str) -> Result<()> {
             &example_in("examples/tombstone/workspace.yaml", ns)?.replace("team-a", "team-b"),
         )?;
         eventually("team-b to carry the tombstone finalizer", 60, || {
-            field(kc, ns, &["workspace", "team-b"], "{.metadata.finalizers}")
+            field(kc, ns, &[WORKSPACE, "team-b"], "{.metadata.finalizers}")
                 .filter(|f| f.contains("wasm-reconciler.dev/tombstone"))
         })?;
         delete_example_controllers(kc, 90)?;
-        let finalizers = field(kc, ns, &["workspace", "team-b"], "{.metadata.finalizers}");
+        let finalizers = field(kc, ns, &[WORKSPACE, "team-b"], "{.metadata.finalizers}");
         ensure!(
             finalizers
                 .as_deref()
@@ -453,11 +450,8 @@ fn covers(rule: &Value, ev: &Value) -> bool {
 /// nothing is left terminating on a shared cluster.
 fn cleanup(kc: &Path, namespaces: &[String]) {
     for ns in namespaces {
-        let names = kubectl(
-            kc,
-            &["-n", ns, "get", "staticsites,workspaces", "-o", "name"],
-        )
-        .unwrap_or_default();
+        let kinds = format!("{SITE},{WORKSPACE}");
+        let names = kubectl(kc, &["-n", ns, "get", &kinds, "-o", "name"]).unwrap_or_default();
         for obj in names.lines().filter(|l| !l.is_empty()) {
             let _ = kubectl(
                 kc,

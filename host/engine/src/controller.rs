@@ -105,6 +105,8 @@ pub(crate) struct Controller {
     /// Asks the manager to sync this controller's WasmController soon (to
     /// report something new on it).
     pub nudge: Option<Nudge>,
+    /// `spec.statusMode`: merge or replace the plugin's status.
+    pub status_mode: crate::status::StatusMode,
 }
 
 /// A callback that makes the manager sync one WasmController.
@@ -414,6 +416,7 @@ pub(crate) async fn start(
         status_schema,
         status_rejections: Mutex::new(BTreeMap::new()),
         nudge: settings.nudge.clone(),
+        status_mode: spec.status_mode,
     });
     let subs = subscribe(&ctl);
     let mut tasks = Vec::new();

@@ -74,6 +74,23 @@ pub struct WasmControllerSpec {
     /// Per-call sandbox limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
+    /// How the plugin's `status` is written: `Merge` (default) into the
+    /// parent's status, or `Replace` it (the plugin owns the whole status
+    /// except the host's `conditions` and `observedGeneration`).
+    #[serde(default)]
+    pub status_mode: StatusMode,
+}
+
+/// How the plugin's `status` object reaches the parent's `.status`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum StatusMode {
+    /// JSON merge patch: fields the plugin stops setting stay.
+    #[default]
+    Merge,
+    /// The plugin's status is the whole status (besides the host's
+    /// `conditions` and `observedGeneration`): fields it stops setting are
+    /// removed, as Metacontroller does.
+    Replace,
 }
 
 /// A resource named by apiVersion plus either its plural `resource` or its `kind`.

@@ -32,7 +32,7 @@ use crate::crd::RelatedScope;
 use crate::finalize;
 use crate::plugin::{PluginError, ReconcilePlugin};
 use crate::queue::ObjectKey;
-use crate::status::{DesiredCondition, StatusUpdate, next_status};
+use crate::status::{DesiredCondition, StatusMode, StatusUpdate, next_status};
 use crate::status_schema::StatusSchema;
 use crate::validate::validate_response;
 
@@ -195,6 +195,7 @@ pub async fn plan_parent(
         status_effect(
             out,
             target.status_schema.as_ref(),
+            target.status_mode,
             current_status,
             parent.metadata.generation,
             &update,
@@ -324,6 +325,7 @@ pub async fn plan_parent(
         status_effect(
             &mut out,
             target.status_schema.as_ref(),
+            target.status_mode,
             current_status,
             parent.metadata.generation,
             &update,
@@ -350,12 +352,13 @@ pub async fn plan_parent(
 fn status_effect(
     out: &mut ParentPlan,
     schema: Option<&StatusSchema>,
+    mode: StatusMode,
     current: Option<&Value>,
     generation: Option<i64>,
     update: &StatusUpdate,
     now: &str,
 ) {
-    let Some(new) = next_status(current, generation, update, now) else {
+    let Some(new) = next_status(current, generation, update, mode, now) else {
         return;
     };
     let stored = match schema {

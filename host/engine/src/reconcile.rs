@@ -734,12 +734,18 @@ async fn write_status(
         let current = base.data.get("status");
         // A status that differs only in fields the parent CRD prunes is
         // already what the server would store: writing it changes nothing.
-        let computed = next_status(current, base.metadata.generation, &update, &now_rfc3339())
-            .filter(|new| {
-                ctl.status_schema
-                    .schema()
-                    .is_none_or(|s| s.stored(new).as_ref() != current)
-            });
+        let computed = next_status(
+            current,
+            base.metadata.generation,
+            &update,
+            ctl.status_mode,
+            &now_rfc3339(),
+        )
+        .filter(|new| {
+            ctl.status_schema
+                .schema()
+                .is_none_or(|s| s.stored(new).as_ref() != current)
+        });
         let Some(new) = computed else {
             ctl.status_accepted(key);
             ctl.remember_status(key, current);

@@ -1,7 +1,9 @@
 //! The parent's status as the host writes it: a host-owned `Ready` condition plus
 //! the plugin's conditions, each with `observedGeneration`, `lastTransitionTime`
 //! kept while the status value does not change, and the plugin's `status` object
-//! merged in. [`next_status`] returns `None` when nothing would change, so the
+//! merged in ([`StatusMode::Merge`]) or, when the plugin answered, taking the
+//! place of everything but the host's fields ([`StatusMode::Replace`]).
+//! [`next_status`] returns `None` when nothing would change, so the
 //! caller never writes an identical status (writes trigger more reconciles and
 //! noisy API traffic).
 
@@ -13,6 +15,7 @@ use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 use wr_runtime::{Condition, ConditionStatus};
 
+pub use crate::crd::StatusMode;
 use crate::queue::ObjectKey;
 
 /// One condition the host wants on the parent.
@@ -69,13 +72,28 @@ pub struct StatusUpdate {
 }
 
 /// Computes the parent's next `.status`, or `None` if it would not change.
+///
+/// With [`StatusMode::Replace`] and a plugin that answered
+/// (`replace_conditions`), the status starts from the host's fields only, so
+/// what the plugin no longer sets disappears; when the plugin failed, nothing
+/// of its last status is dropped.
 pub fn next_status(
     current: Option<&Value>,
     generation: Option<i64>,
     update: &StatusUpdate,
+    mode: StatusMode,
     now: &str,
 ) -> Option<Value> {
     let mut status = match current {
+        Some(Value::Object(m)) if mode == StatusMode::Replace && update.replace_conditions => {
+            let mut host_owned = Map::new();
+            for key in ["conditions", "observedGeneration"] {
+                if let Some(v) = m.get(key) {
+                    host_owned.insert(key.to_string(), v.clone());
+                }
+            }
+            Value::Object(host_owned)
+        }
         Some(Value::Object(m)) => Value::Object(m.clone()),
         _ => Value::Object(Map::new()),
     };
@@ -317,7 +335,14 @@ mod tests {
 
     #[test]
     fn first_status_gets_conditions_with_generation() {
-        let s = next_status(None, Some(3), &upd(true, "Reconciled"), "T1").unwrap();
+        let s = next_status(
+            None,
+            Some(3),
+            &upd(true, "Reconciled"),
+            StatusMode::Merge,
+            "T1",
+        )
+        .unwrap();
         assert_eq!(s["observedGeneration"], 3);
         assert_eq!(s["conditions"][0]["type"], "Ready");
         assert_eq!(s["conditions"][0]["status"], "True");
@@ -327,21 +352,41 @@ mod tests {
 
     #[test]
     fn unchanged_status_is_not_written_even_at_a_later_time() {
-        let s = next_status(None, Some(3), &upd(true, "Reconciled"), "T1").unwrap();
+        let s = next_status(
+            None,
+            Some(3),
+            &upd(true, "Reconciled"),
+            StatusMode::Merge,
+            "T1",
+        )
+        .unwrap();
         assert_eq!(
-            next_status(Some(&s), Some(3), &upd(true, "Reconciled"), "T2"),
+            next_status(
+                Some(&s),
+                Some(3),
+                &upd(true, "Reconciled"),
+                StatusMode::Merge,
+                "T2"
+            ),
             None
         );
     }
 
     #[test]
     fn transition_time_moves_only_when_status_value_changes() {
-        let s1 = next_status(None, Some(1), &upd(true, "A"), "T1").unwrap();
-        let s2 = next_status(Some(&s1), Some(2), &upd(true, "B"), "T2").unwrap();
+        let s1 = next_status(None, Some(1), &upd(true, "A"), StatusMode::Merge, "T1").unwrap();
+        let s2 = next_status(Some(&s1), Some(2), &upd(true, "B"), StatusMode::Merge, "T2").unwrap();
         assert_eq!(s2["conditions"][0]["lastTransitionTime"], "T1");
         assert_eq!(s2["conditions"][0]["observedGeneration"], 2);
         assert_eq!(s2["conditions"][0]["reason"], "B");
-        let s3 = next_status(Some(&s2), Some(2), &upd(false, "B"), "T3").unwrap();
+        let s3 = next_status(
+            Some(&s2),
+            Some(2),
+            &upd(false, "B"),
+            StatusMode::Merge,
+            "T3",
+        )
+        .unwrap();
         assert_eq!(s3["conditions"][0]["lastTransitionTime"], "T3");
     }
 
@@ -355,11 +400,52 @@ mod tests {
                 json!({"phase": "New", "observedGeneration": 99, "conditions": []}),
             ),
         };
-        let s = next_status(Some(&cur), Some(4), &u, "T").unwrap();
+        let s = next_status(Some(&cur), Some(4), &u, StatusMode::Merge, "T").unwrap();
         assert_eq!(s["phase"], "New");
         assert_eq!(s["keep"], 1);
         assert_eq!(s["observedGeneration"], 4);
         assert_eq!(s["conditions"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn replace_drops_what_the_plugin_stopped_setting_and_merge_keeps_it() {
+        let answered = |status: Value| StatusUpdate {
+            conditions: vec![DesiredCondition::ready(true, "R", "")],
+            replace_conditions: true,
+            plugin_status: Some(status),
+        };
+        let first = answered(json!({"active": {"n": 1}, "phase": "Up"}));
+        let s1 = next_status(None, Some(2), &first, StatusMode::Replace, "T1").unwrap();
+        assert_eq!(s1["active"], json!({"n": 1}));
+        let later = answered(json!({"phase": "Done", "observedGeneration": 9}));
+        let replaced = next_status(Some(&s1), Some(2), &later, StatusMode::Replace, "T2").unwrap();
+        assert_eq!(
+            replaced,
+            json!({"phase": "Done", "conditions": s1["conditions"], "observedGeneration": 2})
+        );
+        let merged = next_status(Some(&s1), Some(2), &later, StatusMode::Merge, "T2").unwrap();
+        assert_eq!(merged["active"], json!({"n": 1}));
+        assert_eq!(merged["phase"], "Done");
+        // No status at all from a plugin that answered: only the host's fields stay.
+        let none = StatusUpdate {
+            plugin_status: None,
+            ..answered(json!({}))
+        };
+        let bare = next_status(Some(&s1), Some(2), &none, StatusMode::Replace, "T2").unwrap();
+        assert_eq!(bare.as_object().unwrap().len(), 2, "{bare}");
+    }
+
+    #[test]
+    fn replace_keeps_the_last_status_when_the_plugin_failed() {
+        let cur = json!({"phase": "Up", "conditions": [], "observedGeneration": 1});
+        let failed = StatusUpdate {
+            conditions: vec![DesiredCondition::ready(false, "Boom", "")],
+            replace_conditions: false,
+            plugin_status: None,
+        };
+        let s = next_status(Some(&cur), Some(1), &failed, StatusMode::Replace, "T").unwrap();
+        assert_eq!(s["phase"], "Up");
+        assert_eq!(ready_status(Some(&s)), Some("False"));
     }
 
     #[test]
@@ -456,16 +542,16 @@ mod tests {
             replace_conditions: true,
             plugin_status: None,
         };
-        let s = next_status(None, Some(1), &u, "T").unwrap();
+        let s = next_status(None, Some(1), &u, StatusMode::Merge, "T").unwrap();
         let failed = StatusUpdate {
             conditions: vec![DesiredCondition::ready(false, "Boom", "")],
             replace_conditions: false,
             plugin_status: None,
         };
-        let s2 = next_status(Some(&s), Some(1), &failed, "T").unwrap();
+        let s2 = next_status(Some(&s), Some(1), &failed, StatusMode::Merge, "T").unwrap();
         assert_eq!(s2["conditions"].as_array().unwrap().len(), 2);
         assert_eq!(ready_status(Some(&s2)), Some("False"));
-        let s3 = next_status(Some(&s2), Some(1), &upd(true, "R"), "T").unwrap();
+        let s3 = next_status(Some(&s2), Some(1), &upd(true, "R"), StatusMode::Merge, "T").unwrap();
         assert_eq!(s3["conditions"].as_array().unwrap().len(), 1);
     }
 }

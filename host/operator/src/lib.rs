@@ -12,6 +12,7 @@ pub mod health;
 pub mod leader;
 pub mod liveness;
 pub mod metrics;
+pub mod shard;
 pub mod shutdown;
 
 pub use api_metrics::ApiMetricsLayer;

@@ -20,3 +20,4 @@ export { sha256Hex } from "./sha256.js";
 export { utf8Encode, utf8Length } from "./utf8.js";
 export { isBlank, debugQuote, asI64 } from "./rust.js";
 export { exportReconciler, LogLevel } from "./export.js";
+export { metacontrollerHook, toHookRequest, fromHookResponse, objectKey, DEFAULT_CONDITION_REASON } from "./metacontroller.js";

@@ -215,6 +215,7 @@ pub async fn measure(sample: &Sample, wasm: &Path, iterations: usize) -> Result<
                 parent.data.get("status"),
                 parent.metadata.generation,
                 &update,
+                wr_engine::status::StatusMode::Merge,
                 "2026-11-30T00:00:00Z",
             )
         },

@@ -256,6 +256,7 @@ async fn write_status(
         parent.data.get("status"),
         parent.metadata.generation,
         update,
+        wr_engine::status::StatusMode::Merge,
         &now_rfc3339(),
     ) else {
         return Ok(());

@@ -85,7 +85,7 @@ pub fn documents(
 }
 
 /// Every object in `path` (file, directory or `-`).
-fn read(path: &Path) -> anyhow::Result<Vec<Value>> {
+pub(crate) fn read(path: &Path) -> anyhow::Result<Vec<Value>> {
     if path == Path::new("-") {
         let mut text = String::new();
         std::io::stdin()

@@ -60,6 +60,14 @@ pub fn real(test: &str, why_real_only: &str) -> Result<Option<Real>> {
     }))
 }
 
+/// The examples' parent kinds, fully qualified: a bare `staticsite` is ambiguous
+/// on a shared cluster where other suites install `staticsites` of other groups
+/// (`languages_e2e` adds `staticsites.{rust,js,python,c}.examples…`), and kubectl
+/// then picks one of them — the wrong one for these tests.
+pub const SITE: &str = "staticsites.examples.wasm-reconciler.dev";
+/// See [`SITE`].
+pub const WORKSPACE: &str = "workspaces.examples.wasm-reconciler.dev";
+
 /// `kubectl apply --server-side --force-conflicts` of a YAML/JSON text.
 pub fn apply_text(kc: &Path, dir: &Path, name: &str, text: &str) -> Result<String> {
     let f = dir.join(name);

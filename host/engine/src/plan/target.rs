@@ -59,6 +59,8 @@ pub struct PlanTarget {
     /// The parent CRD's schema, so a planned status is compared with what
     /// the API server would store of it (`None`: not known, compared as is).
     pub status_schema: Option<crate::status_schema::StatusSchema>,
+    /// `spec.statusMode`.
+    pub status_mode: crate::status::StatusMode,
 }
 
 /// The per-call limits a controller runs its plugin with (`spec.limits`, with
@@ -146,6 +148,7 @@ impl PlanTarget {
             .cloned();
         Ok(PlanTarget {
             status_schema,
+            status_mode: spec.status_mode,
             name: name.to_string(),
             field_manager: format!("wasm-reconciler/{name}"),
             finalizer: finalize::finalizer_name(name),

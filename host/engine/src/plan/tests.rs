@@ -71,6 +71,7 @@ fn target(method: UpdateMethod, finalize: bool) -> PlanTarget {
         limits: CallLimits::default(),
         concurrency: 2,
         status_schema: None,
+        status_mode: crate::status::StatusMode::Merge,
     }
 }
 

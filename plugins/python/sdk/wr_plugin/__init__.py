@@ -15,6 +15,13 @@ the logic is unit-tested natively with pytest.
 
 from .errors import PluginError, invalid_spec, permanent, transient
 from .export import dispatch, to_json
+from .metacontroller import (
+    DEFAULT_CONDITION_REASON,
+    from_hook_response,
+    metacontroller_hook,
+    object_key,
+    to_hook_request,
+)
 from .names import MAX_LABEL_LEN, child_name, content_hash, is_dns1123_label
 from .objects import (
     annotate,
@@ -35,6 +42,7 @@ from .rust import as_i64, debug_quote, is_blank, utf8_len
 __all__ = [
     "PluginError", "invalid_spec", "permanent", "transient",
     "dispatch", "to_json",
+    "DEFAULT_CONDITION_REASON", "from_hook_response", "metacontroller_hook", "object_key", "to_hook_request",
     "MAX_LABEL_LEN", "child_name", "content_hash", "is_dns1123_label",
     "annotate", "annotation_of", "find", "get", "kind_of", "label", "label_of",
     "name_of", "namespace_of", "new_object",
