@@ -64,6 +64,7 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
                 default(spec, "type", json!("ClusterIP"));
                 if !external {
                     default(spec, "sessionAffinity", json!("None"));
+                    default(spec, "internalTrafficPolicy", json!("Cluster"));
                 }
                 let ty = spec
                     .get("type")
@@ -417,7 +418,6 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError
                     spec.insert("clusterIPs".into(), json!([ip]));
                     default(spec, "ipFamilies", json!(["IPv4"]));
                     default(spec, "ipFamilyPolicy", json!("SingleStack"));
-                    default(spec, "internalTrafficPolicy", json!("Cluster"));
                 }
                 allocate_node_ports(spec);
             }

@@ -222,9 +222,31 @@ pub fn create(
         meta_mut(&mut obj).remove("managedFields");
     }
     kinds::apply_defaults(t.def, &mut obj);
+    let now = meta::now_rfc3339();
+    // managedFields record the decoded, defaulted request, before what the
+    // registry does (status resets, allocated IPs and ports, a Job's
+    // selector), as kube-apiserver's create handler runs its field manager.
+    if !managed {
+        // Status is reset on create where it is a subresource, and never owned.
+        let mut tracked = obj.clone();
+        if t.def.status_subresource
+            && let Some(m) = tracked.as_object_mut()
+        {
+            m.remove("status");
+        }
+        let mf = patching::track(
+            None,
+            &tracked,
+            t.def,
+            t.version,
+            t.manager,
+            t.subresource,
+            &now,
+        );
+        set_managed_fields(&mut obj, mf);
+    }
     kinds::prepare_create(t.def, &mut obj)?;
     validate(app, t, &name, &obj, None)?;
-    let now = meta::now_rfc3339();
     {
         let m = meta_mut(&mut obj);
         // prepare_create may have assigned it (a Job's selector names it).
@@ -235,10 +257,6 @@ pub fn create(
         if t.def.has_generation {
             m.insert("generation".into(), json!(1));
         }
-    }
-    if !managed {
-        let mf = patching::track(None, &obj, t.def, t.version, t.manager, t.subresource, &now);
-        set_managed_fields(&mut obj, mf);
     }
     crate::validation::check_storable(t.def, t.namespace, &name, &obj)?;
     if t.dry_run {

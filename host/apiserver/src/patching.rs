@@ -122,8 +122,14 @@ pub fn track(
     subresource: Option<&str>,
     now: &str,
 ) -> Value {
+    // A create is compared with the kind's zero object, as kube-apiserver
+    // compares it with `scope.Creater.New(kind)`.
+    let zero = match old {
+        None => crate::validation::zero_object(def, version),
+        Some(_) => None,
+    };
     engine::track_update(
-        old,
+        old.or(zero.as_ref()),
         new,
         &schema_for(def, version),
         manager,

@@ -223,6 +223,17 @@ async fn watch_with_label_selector_turns_label_changes_into_added_and_deleted() 
         })
         .collect();
     assert_eq!(kinds, vec!["ADDED", "DELETED"]);
+    // The DELETED event carries the object as it last matched (the watch
+    // cache's PrevObject), at the resourceVersion of the change.
+    let now = api.get("a").await?;
+    let Some(WatchEvent::Deleted(gone)) = events.last() else {
+        anyhow::bail!("no DELETED event: {events:?}");
+    };
+    assert_eq!(gone.labels().get("sel").map(String::as_str), Some("yes"));
+    assert_eq!(
+        gone.metadata.resource_version,
+        now.metadata.resource_version
+    );
     srv.shutdown().await;
     Ok(())
 }

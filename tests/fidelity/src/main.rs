@@ -151,7 +151,14 @@ async fn main() -> anyhow::Result<()> {
     checks::cleanup(&a).await;
     checks::cleanup(&b).await;
 
-    let results = compare::compare(&a.into_observations(), &b.into_observations());
+    let (obs_a, obs_b) = (a.into_observations(), b.into_observations());
+    // The raw (normalised) observations, for reading a difference in full.
+    for (name, obs) in [("embedded", &obs_a), ("real", &obs_b)] {
+        let path = args.report.join(format!("observations-{name}.json"));
+        std::fs::write(&path, serde_json::to_string_pretty(obs)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let results = compare::compare(&obs_a, &obs_b);
     let areas = compare::figures(&results);
     let report = Report {
         embedded_version: version(&emb).await,

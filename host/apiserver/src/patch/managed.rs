@@ -234,6 +234,15 @@ pub fn track_update(
             sent
         }
     };
+    // An existing object that tracks no fields stays untracked by updates
+    // (kube-apiserver's skipNonAppliedManager); only an apply starts it.
+    let existing = old
+        .and_then(|o| o.pointer("/metadata/uid"))
+        .and_then(Value::as_str)
+        .is_some_and(|u| !u.is_empty());
+    if entries.is_empty() && existing {
+        return Value::Array(Vec::new());
+    }
     let empty = Value::Object(Map::new());
     let old_clean = old.map_or(empty, without_managed_fields);
     let new_clean = without_managed_fields(new);
@@ -381,6 +390,19 @@ mod tests {
     }
 
     #[test]
+    fn an_existing_object_without_managed_fields_stays_untracked_by_updates() {
+        // A ConfigMap created with `data: {}` owns nothing, so it has no
+        // managedFields; kube-apiserver then skips tracking for updates.
+        let s = Schema::for_builtin("", "ConfigMap");
+        let old = cm(json!({}), None);
+        let new = cm(json!({"x": "1"}), None);
+        assert_eq!(track_update(Some(&old), &new, &s, "m", None, T1), json!([]));
+        // A create (no live object) is tracked.
+        let mf = track_update(None, &new, &s, "m", None, T1);
+        assert_eq!(mf[0]["fieldsV1"], json!({"f:data": {".": {}, "f:x": {}}}));
+    }
+
+    #[test]
     fn more_than_ten_updaters_fold_the_oldest_into_ancient_changes() {
         let s = Schema::for_builtin("", "ConfigMap");
         let mut obj = cm(json!({}), None);
@@ -389,7 +411,10 @@ mod tests {
             next["data"] = obj["data"].clone();
             next["data"][format!("k{i}")] = json!("v");
             let now = format!("2024-01-01T00:{i:02}:00Z");
-            let mf = track_update(Some(&obj), &next, &s, &format!("m{i:02}"), None, &now);
+            // The first write is the create (an object without managedFields
+            // is not tracked by later updates).
+            let old = (i > 0).then_some(&obj);
+            let mf = track_update(old, &next, &s, &format!("m{i:02}"), None, &now);
             next["metadata"]["managedFields"] = mf;
             obj = next;
         }

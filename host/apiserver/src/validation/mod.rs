@@ -13,6 +13,7 @@
 
 mod builtin;
 pub mod crd;
+mod go_json;
 pub mod objectmeta;
 pub mod structural;
 mod typed;
@@ -188,6 +189,15 @@ pub fn decode(
             )))
         }
     }
+}
+
+/// The zero object of a built-in resource (what a create's managedFields
+/// are computed against); `None` for custom resources and unknown kinds.
+pub fn zero_object(def: &ResourceDef, version: &str) -> Option<Value> {
+    if def.custom {
+        return None;
+    }
+    typed::zero_object(&def.group, version, &def.kind)
 }
 
 /// Whether objects of this resource need defaulting when read (a custom

@@ -108,9 +108,19 @@ pub fn decode(group: &str, version: &str, kind: &str, obj: &mut Value) -> Option
         defs: &t.defs,
         out: Decoded::default(),
     };
-    let schema = t.defs.get(root)?;
-    w.walk(obj, schema, &mut Ctx::root(short_name(root)));
+    t.defs.get(root)?;
+    // By reference, so the walk knows the root's definition (Go's omitempty).
+    let schema = serde_json::json!({ "$ref": format!("#/definitions/{root}") });
+    w.walk(obj, &schema, &mut Ctx::root(short_name(root)));
     Some(w.out)
+}
+
+/// The zero object of a built-in kind as Go writes it (see `go_json`);
+/// `None` when the kind has no known type.
+pub fn zero_object(group: &str, version: &str, kind: &str) -> Option<Value> {
+    let t = types();
+    let root = t.roots.get(&format!("{group}/{version}/{kind}"))?;
+    Some(super::go_json::zero(root, &t.defs))
 }
 
 /// Decode a custom resource's `metadata` as ObjectMeta (unknown fields under
@@ -320,6 +330,9 @@ impl Walker<'_> {
                 if let Some(props) = s.get("properties").and_then(Value::as_object) {
                     let strukt = def_name.map_or(ctx.strukt.clone(), |d| short_name(d).into());
                     self.object(map, props, &strukt, ctx);
+                    if let Some(d) = def_name {
+                        super::go_json::drop_omitted(d, map);
+                    }
                 } else if let Some(add) = s.get("additionalProperties").filter(|a| a.is_object()) {
                     let base = ctx.path.clone();
                     for (k, child) in map.iter_mut() {
