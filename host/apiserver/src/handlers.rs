@@ -113,6 +113,16 @@ async fn handle_json(app: Arc<App>, req: Request) -> Response {
     resource_request(app, parts.method, parts.headers, query, route, body, denied).await
 }
 
+/// `details` of the `Success` Status of a delete: Go omits an empty group.
+fn deleted_details(def: &ResourceDef, name: &str, obj: &Value) -> Value {
+    let mut d = json!({"name": name, "kind": def.resource,
+        "uid": obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)});
+    if !def.group.is_empty() {
+        d["group"] = json!(def.group);
+    }
+    d
+}
+
 fn discovery_route(app: &App, path: &str) -> Option<Response> {
     let p = path.trim_end_matches('/');
     let ok = |v: Value| Some(json_response(StatusCode::OK, &v));
@@ -127,15 +137,15 @@ fn discovery_route(app: &App, path: &str) -> Option<Response> {
     match segs.as_slice() {
         ["api", v] => Some(match discovery::resource_list(&app.registry, "", v) {
             Some(d) => json_response(StatusCode::OK, &d),
-            None => ApiError::no_route().into_response(),
+            None => ApiError::page_not_found().into_response(),
         }),
         ["apis", g] => Some(match discovery::api_group(&app.registry, g) {
             Some(d) => json_response(StatusCode::OK, &d),
-            None => ApiError::no_route().into_response(),
+            None => ApiError::page_not_found().into_response(),
         }),
         ["apis", g, v] => Some(match discovery::resource_list(&app.registry, g, v) {
             Some(d) => json_response(StatusCode::OK, &d),
-            None => ApiError::no_route().into_response(),
+            None => ApiError::page_not_found().into_response(),
         }),
         _ => None,
     }
@@ -176,7 +186,14 @@ fn parse_path(app: &App, path: &str) -> Result<Route, ApiError> {
     let def = app
         .registry
         .lookup(group, version, resource)
-        .ok_or_else(ApiError::no_route)?;
+        .ok_or_else(|| {
+            // Outside every served group version the mux answers, not the API.
+            if discovery::resource_list(&app.registry, group, version).is_some() {
+                ApiError::no_route()
+            } else {
+                ApiError::page_not_found()
+            }
+        })?;
     if namespace.is_some() && !def.namespaced {
         return Err(ApiError::no_route());
     }
@@ -673,14 +690,24 @@ async fn execute(
                                 StatusCode::OK,
                                 &json!({
                                     "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                                    "details": {"name": name, "group": def.group, "kind": def.resource,
-                                        "uid": obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)}
+                                    "details": deleted_details(def, name, &obj)
                                 }),
                             )
                         }
                     }
+                    // 202 only when the client asked for the deprecated
+                    // `orphanDependents: false` (kube-apiserver's delete handler);
+                    // an object still being deleted is otherwise a 200.
                     Deleted::Pending(obj) => {
-                        json_response(StatusCode::ACCEPTED, &present(def, &route.version, &obj))
+                        let not_orphan = opts_body.as_ref().and_then(|b| b.get("orphanDependents"))
+                            == Some(&Value::Bool(false))
+                            || query.get("orphanDependents").map(String::as_str) == Some("false");
+                        let code = if not_orphan {
+                            StatusCode::ACCEPTED
+                        } else {
+                            StatusCode::OK
+                        };
+                        json_response(code, &present(def, &route.version, &obj))
                     }
                 });
             }
@@ -835,6 +862,14 @@ fn list(
     let mut at_rv = None;
     let mut after = None;
     if let Some(tok) = query.get("continue").filter(|s| !s.is_empty()) {
+        if query
+            .get("resourceVersion")
+            .is_some_and(|rv| !rv.is_empty() && rv != "0")
+        {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
         let bad = || {
             ApiError::bad_request(
                 "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
