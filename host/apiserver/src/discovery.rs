@@ -6,12 +6,16 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::resources::{Registry, ResourceDef};
-use crate::version::{KUBERNETES_MINOR, KUBERNETES_VERSION};
+use crate::version::{KUBERNETES_MIN_COMPATIBILITY_MINOR, KUBERNETES_MINOR, KUBERNETES_VERSION};
 
 pub fn version() -> Value {
     json!({
         "major": "1",
         "minor": KUBERNETES_MINOR,
+        "emulationMajor": "1",
+        "emulationMinor": KUBERNETES_MINOR,
+        "minCompatibilityMajor": "1",
+        "minCompatibilityMinor": KUBERNETES_MIN_COMPATIBILITY_MINOR,
         "gitVersion": KUBERNETES_VERSION,
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",

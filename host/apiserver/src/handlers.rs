@@ -64,7 +64,11 @@ async fn handle_json(app: Arc<App>, req: Request) -> Response {
     let query: Q = Query::<Q>::try_from_uri(&parts.uri)
         .map(|q| q.0)
         .unwrap_or_default();
-    let user = match app.auth.authenticate(&app.store, &parts.headers) {
+    let user = match app
+        .auth
+        .authenticate(&app.store, &parts.headers)
+        .and_then(|u| app.auth.impersonate(&app.store, u, &parts.headers))
+    {
         Ok(u) => u,
         Err(e) => return e.into_response(),
     };

@@ -81,7 +81,16 @@ fn start_embedded(bin: &std::path::Path) -> anyhow::Result<(Embedded, PathBuf)> 
     let dir = tempfile::tempdir().context("temp dir")?;
     let kc = dir.path().join("kubeconfig");
     let child = Command::new(bin)
-        .args(["apiserver", "--port", "0", "--kubeconfig-out"])
+        // RBAC enforced, as the real control plane runs with
+        // `--authorization-mode=RBAC` (the admin is in system:masters on both).
+        .args([
+            "apiserver",
+            "--port",
+            "0",
+            "--authorization",
+            "rbac",
+            "--kubeconfig-out",
+        ])
         .arg(&kc)
         .stdout(Stdio::null())
         .stderr(Stdio::null())

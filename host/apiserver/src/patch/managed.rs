@@ -253,6 +253,9 @@ pub fn track_update(
     for e in &mut entries {
         e.set = e.set.difference(&changed).difference(&removed);
     }
+    // Writes through `/scale` are recorded by kube-apiserver's ScaleHandler,
+    // which keeps the times it had and sets none for its own entry.
+    let time = (subresource != Some("scale")).then(|| now.to_owned());
     if !changed.is_empty() {
         let version = api_version(new);
         match entries
@@ -261,13 +264,13 @@ pub fn track_update(
         {
             Some(e) => {
                 e.set = e.set.union(&changed);
-                e.time = Some(now.to_owned());
+                e.time = time;
             }
             None => entries.push(Entry {
                 manager: manager.to_owned(),
                 operation: UPDATE.to_owned(),
                 api_version: version,
-                time: Some(now.to_owned()),
+                time,
                 subresource: subresource.map(str::to_owned),
                 set: changed,
             }),
@@ -400,6 +403,26 @@ mod tests {
         // A create (no live object) is tracked.
         let mf = track_update(None, &new, &s, "m", None, T1);
         assert_eq!(mf[0]["fieldsV1"], json!({"f:data": {".": {}, "f:x": {}}}));
+    }
+
+    #[test]
+    fn a_scale_write_records_its_entry_without_a_time() {
+        // kube-apiserver v1.37.2, `PUT .../widgets/sc/scale`: the entry
+        // {manager, subresource: scale} has no `time`.
+        let s = Schema::for_builtin("", "ConfigMap");
+        let old = cm(json!({"x": "1"}), None);
+        let created = track_update(None, &old, &s, "m", None, T0);
+        let mut old = old;
+        old["metadata"]["managedFields"] = created;
+        let new = cm(json!({"x": "2"}), None);
+        let mf = track_update(Some(&old), &new, &s, "m", Some("scale"), T1);
+        let e = mf
+            .as_array()
+            .and_then(|a| a.iter().find(|e| e["subresource"] == "scale"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(e["fieldsV1"], json!({"f:data": {"f:x": {}}}));
+        assert!(e.get("time").is_none());
     }
 
     #[test]
