@@ -654,9 +654,13 @@ async fn execute(
             } else {
                 Some(decode(headers, &bytes)?)
             };
-            let dry_run = parse_dry_run(query, opts_body.as_ref())?;
+            // DeleteOptions come from the body when there is one, else from
+            // the query (kube-apiserver's delete handlers): never both.
+            let empty = Q::default();
+            let option_query = if opts_body.is_some() { &empty } else { query };
+            let dry_run = parse_dry_run(option_query, opts_body.as_ref())?;
             let mut opts = DeleteOpts {
-                propagation: query.get("propagationPolicy").cloned(),
+                propagation: option_query.get("propagationPolicy").cloned(),
                 ..Default::default()
             };
             if let Some(b) = &opts_body {
@@ -705,7 +709,8 @@ async fn execute(
                     Deleted::Pending(obj) => {
                         let not_orphan = opts_body.as_ref().and_then(|b| b.get("orphanDependents"))
                             == Some(&Value::Bool(false))
-                            || query.get("orphanDependents").map(String::as_str) == Some("false");
+                            || option_query.get("orphanDependents").map(String::as_str)
+                                == Some("false");
                         let code = if not_orphan {
                             StatusCode::ACCEPTED
                         } else {

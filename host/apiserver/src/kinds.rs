@@ -440,10 +440,20 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError
             }
         }
         _ => {
+            // The registry resets status to its zero value, which Go writes
+            // (`status: {}` for built-ins); custom resources lose it.
+            let zero = def
+                .versions
+                .first()
+                .and_then(|v| crate::validation::zero_object(def, v))
+                .and_then(|z| z.get("status").cloned());
             if def.status_subresource
                 && let Some(m) = obj.as_object_mut()
             {
-                m.remove("status");
+                match zero {
+                    Some(z) => m.insert("status".into(), z),
+                    None => m.remove("status"),
+                };
             }
         }
     }

@@ -222,6 +222,7 @@ pub fn create(
         meta_mut(&mut obj).remove("managedFields");
     }
     kinds::apply_defaults(t.def, &mut obj);
+    crate::validation::written(t.def, t.version, &mut obj);
     let now = meta::now_rfc3339();
     // managedFields record the decoded, defaulted request, before what the
     // registry does (status resets, allocated IPs and ports, a Job's
@@ -434,6 +435,7 @@ pub fn write_existing(
         }
     }
     kinds::apply_defaults(t.def, &mut new);
+    crate::validation::written(t.def, t.version, &mut new);
     kinds::prepare_update(t.def, old, &mut new);
     validate(app, t, name, &new, Some(old))?;
     if t.def.key() == "apiextensions.k8s.io/customresourcedefinitions" && t.subresource.is_none() {

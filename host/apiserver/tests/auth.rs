@@ -254,7 +254,7 @@ async fn service_account_tokens_get_exactly_what_their_bindings_grant() -> anyho
     assert_eq!(
         body["message"],
         format!(
-            "configmaps \"mine\" is forbidden: User \"{BOT}\" cannot delete resource \"configmaps\" in API group \"\" in the namespace \"x\": RBAC: role.rbac.authorization.k8s.io \"ghost\" not found"
+            "configmaps \"mine\" is forbidden: User \"{BOT}\" cannot delete resource \"configmaps\" in API group \"\" in the namespace \"x\": rbac: RBAC: role.rbac.authorization.k8s.io \"ghost\" not found"
         )
     );
     // The admin (system:masters) is never refused.

@@ -915,6 +915,18 @@ async fn status_codes_and_bodies_match_kube_apiserver() -> anyhow::Result<()> {
     assert_eq!(code, 200);
     assert_eq!(json_of(&body)["kind"], "ConfigMap");
 
+    // With a body, DeleteOptions come from the body alone: `?dryRun=All`
+    // beside a `{}` body deletes for real (kube-apiserver's delete handler).
+    api.create(&PostParams::default(), &cm("dry", &[])).await?;
+    let (code, _) = send(raw(
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/dry?dryRun=All",
+        b"{}".to_vec(),
+    )?)
+    .await?;
+    assert_eq!(code, 200);
+    assert_eq!(status(api.get("dry").await).code, 404);
+
     // A delete's Success Status has no empty `group`.
     api.create(&PostParams::default(), &cm("gone", &[])).await?;
     let (code, body) = send(raw(

@@ -94,7 +94,9 @@ for text, prefix in texts:
             continue
         omitempty = "omitempty" in opts
         name = ty.split(".")[-1]
-        if ty.startswith("*"):
+        if "omitzero" in opts:
+            cls = "omit"  # Go 1.24 `omitzero`: not written when zero, whatever the type
+        elif ty.startswith("*"):
             cls = None if omitempty else "null"
         elif ty.startswith("[]") or ty.startswith("map["):
             cls = "omit" if omitempty else "null"

@@ -72,8 +72,34 @@ fn walk(v: &mut Value, token: &str, key: Option<&str>) {
     }
 }
 
+/// kube-apiserver orders managedFields by operation, then time in seconds
+/// (none first), then manager: entries written in the same test step land in
+/// the same second or not by chance, so timed entries are compared ordered
+/// by manager (as if in one second); an entry without a time still sorts first.
+fn order_managed_fields(m: &mut Map<String, Value>) {
+    if let Some(Value::Array(entries)) = m.get_mut("managedFields") {
+        let key = |e: &Value| {
+            let s = |k: &str| {
+                e.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            (
+                s("operation"),
+                e.get("time").is_some(),
+                s("manager"),
+                s("apiVersion"),
+                s("subresource"),
+            )
+        };
+        entries.sort_by_key(key);
+    }
+}
+
 /// Per-object rules, applied before the object's children are walked.
 fn object(m: &mut Map<String, Value>, token: &str) {
+    order_managed_fields(m);
     for (k, placeholder) in [
         ("uid", "<uid>"),
         ("resourceVersion", "<rv>"),

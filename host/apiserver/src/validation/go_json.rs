@@ -82,6 +82,36 @@ pub(crate) fn drop_omitted(def: &str, map: &mut Map<String, Value>) {
     map.retain(|k, v| !(fields.get(k) == Some(&Class::Omit) && is_empty(v)));
 }
 
+/// Adds the fields of a struct of definition `def` that Go always writes:
+/// non-pointer structs (`{}` or their own zero fields), non-`omitempty`
+/// pointers, slices and maps (`null`), non-`omitempty` scalars (`""`, `0`,
+/// `false`). A stored object reads back as kube-apiserver writes it.
+pub(crate) fn fill_written(def: &str, map: &mut Map<String, Value>, defs: &Map<String, Value>) {
+    let Some(fields) = table().get(def) else {
+        return;
+    };
+    for (field, class) in fields {
+        if map.contains_key(field) {
+            continue;
+        }
+        let v = match class {
+            Class::Omit => continue,
+            Class::Null => Value::Null,
+            Class::Zero(v) => v.clone(),
+            Class::Struct => match defs
+                .get(def)
+                .and_then(|d| d.get("properties"))
+                .and_then(|p| p.get(field))
+                .and_then(ref_of)
+            {
+                Some(r) if r != def => zero(r, defs),
+                _ => Value::Object(Map::new()),
+            },
+        };
+        map.insert(field.clone(), v);
+    }
+}
+
 /// The definition a property refers to (`$ref`, or `allOf: [{$ref}]`).
 fn ref_of(prop: &Value) -> Option<&str> {
     let r = prop.get("$ref").or_else(|| prop.pointer("/allOf/0/$ref"))?;
@@ -148,7 +178,8 @@ mod zero_tests {
         assert_eq!(z["spec"]["selector"], Value::Null);
         assert_eq!(z["spec"]["strategy"], json!({}));
         assert_eq!(z["status"], json!({}));
-        assert_eq!(z["metadata"], json!({"creationTimestamp": null}));
+        // `creationTimestamp` is `omitzero` since v1.35.
+        assert_eq!(z["metadata"], json!({}));
     }
 
     #[test]
@@ -175,6 +206,27 @@ mod zero_tests {
                 "f:strategy": {"f:rollingUpdate": {".": {}, "f:maxSurge": {}}, "f:type": {}},
                 "f:template": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}},
                     "f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}})
+        );
+    }
+
+    #[test]
+    fn a_stored_object_has_what_go_always_writes() {
+        // As kube-apiserver v1.37.2 stores them: an EndpointSlice without
+        // ports has `ports: null`; a CronJob's job template `metadata: {}`.
+        let mut es = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "e"}, "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.0.0.1"]}]});
+        crate::validation::typed::written("discovery.k8s.io", "v1", "EndpointSlice", &mut es);
+        assert_eq!(es["ports"], Value::Null);
+        assert!(es.as_object().is_some_and(|m| m.contains_key("ports")));
+        assert_eq!(es["endpoints"][0]["conditions"], json!({}));
+        let mut cj = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"},
+            "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {}}}}}});
+        crate::validation::typed::written("batch", "v1", "CronJob", &mut cj);
+        assert_eq!(cj["spec"]["jobTemplate"]["metadata"], json!({}));
+        assert_eq!(
+            cj["spec"]["jobTemplate"]["spec"]["template"]["metadata"],
+            json!({})
         );
     }
 }

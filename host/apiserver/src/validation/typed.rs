@@ -107,12 +107,30 @@ pub fn decode(group: &str, version: &str, kind: &str, obj: &mut Value) -> Option
     let mut w = Walker {
         defs: &t.defs,
         out: Decoded::default(),
+        fill: false,
     };
     t.defs.get(root)?;
     // By reference, so the walk knows the root's definition (Go's omitempty).
     let schema = serde_json::json!({ "$ref": format!("#/definitions/{root}") });
     w.walk(obj, &schema, &mut Ctx::root(short_name(root)));
     Some(w.out)
+}
+
+/// A decoded, defaulted built-in object as kube-apiserver stores it: the
+/// fields Go always writes are added (see `go_json`). Runs after defaulting,
+/// which looks for absent fields as Go's defaulters look for zero ones.
+pub fn written(group: &str, version: &str, kind: &str, obj: &mut Value) {
+    let t = types();
+    let Some(root) = t.roots.get(&format!("{group}/{version}/{kind}")) else {
+        return;
+    };
+    let mut w = Walker {
+        defs: &t.defs,
+        out: Decoded::default(),
+        fill: true,
+    };
+    let schema = serde_json::json!({ "$ref": format!("#/definitions/{root}") });
+    w.walk(obj, &schema, &mut Ctx::root(short_name(root)));
 }
 
 /// The zero object of a built-in kind as Go writes it (see `go_json`);
@@ -130,6 +148,7 @@ pub fn decode_object_meta(obj: &mut Value) -> Decoded {
     let mut w = Walker {
         defs: &t.defs,
         out: Decoded::default(),
+        fill: false,
     };
     let (Some(root), Some(meta)) = (t.roots.get(OBJECT_META), obj.get_mut("metadata")) else {
         return w.out;
@@ -228,6 +247,8 @@ fn is_free_form(def: &str) -> bool {
 struct Walker<'a> {
     defs: &'a Map<String, Value>,
     out: Decoded,
+    /// Also add what Go always writes (after defaulting: see [`written`]).
+    fill: bool,
 }
 
 impl Walker<'_> {
@@ -332,6 +353,9 @@ impl Walker<'_> {
                     self.object(map, props, &strukt, ctx);
                     if let Some(d) = def_name {
                         super::go_json::drop_omitted(d, map);
+                        if self.fill {
+                            super::go_json::fill_written(d, map, self.defs);
+                        }
                     }
                 } else if let Some(add) = s.get("additionalProperties").filter(|a| a.is_object()) {
                     let base = ctx.path.clone();
