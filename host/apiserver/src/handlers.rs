@@ -284,6 +284,12 @@ pub(crate) fn decode(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiErro
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct})"
         )));
     }
+    let media = ct.split(';').next().unwrap_or("").trim();
+    if !matches!(media, "application/json" | "application/yaml" | "") {
+        return Err(ApiError::unsupported_media(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+        ));
+    }
     if ct.contains("yaml") {
         serde_yaml::from_slice::<Value>(bytes)
             .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))
@@ -590,11 +596,9 @@ async fn execute(
                     ))
                 }
                 _ => {
+                    // kube-apiserver's patch handler: a generic 415 naming no types.
                     let kind = patch_kind.ok_or_else(|| {
-                        ApiError::unsupported_media(format!(
-                            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{}",
-                            if def.custom { "" } else { ", application/strategic-merge-patch+json" }
-                        ))
+                        ApiError::unsupported_media("415: Unsupported Media Type").generic()
                     })?;
                     let body = match kind {
                         PatchKind::Apply => {
@@ -749,8 +753,17 @@ async fn execute(
                     ..t.clone()
                 };
                 match ops::delete(app, &t, &n, &opts) {
+                    // Items of a typed list carry no kind/apiVersion (as
+                    // kube-apiserver writes built-in lists; custom ones keep them).
                     Ok(Deleted::Gone(o) | Deleted::Pending(o)) => {
-                        items.push(present(def, &route.version, &o))
+                        let mut item = present(def, &route.version, &o);
+                        if !def.custom
+                            && let Some(m) = item.as_object_mut()
+                        {
+                            m.remove("kind");
+                            m.remove("apiVersion");
+                        }
+                        items.push(item)
                     }
                     Err(e) if e.code == 404 => {}
                     Err(e) => return Err(e),
@@ -858,9 +871,14 @@ fn list(
         extra_fields(&def.key()),
     )
     .map_err(ApiError::bad_request)?;
+    // resourceVersion=0 without continue is served from kube-apiserver's
+    // watch cache, which ignores `limit` (informers' first list relies on it).
+    let from_cache = query.get("resourceVersion").map(String::as_str) == Some("0")
+        && query.get("continue").is_none_or(|c| c.is_empty());
     let limit = query
         .get("limit")
         .and_then(|s| s.parse::<usize>().ok())
+        .filter(|_| !from_cache)
         .unwrap_or(0);
     let ns = route.namespace.as_deref().unwrap_or("");
     let prefix = if def.namespaced && !ns.is_empty() {

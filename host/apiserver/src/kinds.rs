@@ -411,6 +411,13 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError
         ("", "Service") => {
             if let Some(spec) = obj_mut(obj, "spec") {
                 let external = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
+                // A headless Service gets the same IP family fields as an
+                // allocated one (kube-apiserver's IP allocation).
+                if !external && spec.get("clusterIP").and_then(Value::as_str) == Some("None") {
+                    default(spec, "clusterIPs", json!(["None"]));
+                    default(spec, "ipFamilies", json!(["IPv4"]));
+                    default(spec, "ipFamilyPolicy", json!("SingleStack"));
+                }
                 if !external && spec.get("clusterIP").is_none_or(|v| v.as_str() == Some("")) {
                     let n = NEXT_CLUSTER_IP.fetch_add(1, Ordering::Relaxed);
                     let ip = format!("10.96.{}.{}", (n >> 8) & 0xff, n & 0xff);

@@ -79,9 +79,23 @@ fn check_identity(t: &Target<'_>, obj: &mut Value) -> Result<(), ApiError> {
         && !kind.is_empty()
         && kind != t.def.kind
     {
+        if t.def.custom {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the body ({kind}) does not match the kind of the resource ({})",
+                t.def.kind
+            )));
+        }
+        // kube-apiserver's typed decoder: the body's kind cannot be
+        // converted into the resource's internal type.
+        let av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        let version = av.rsplit('/').next().unwrap_or(av);
+        let internal = match t.def.group.as_str() {
+            "" => "core",
+            g => g.split('.').next().unwrap_or(g),
+        };
+        let want = &t.def.kind;
         return Err(ApiError::bad_request(format!(
-            "the kind in the body ({kind}) does not match the kind of the resource ({})",
-            t.def.kind
+            "{kind} in version \"{version}\" cannot be handled as a {want}: converting ({version}.{kind}) to ({internal}.{want}): unknown conversion"
         )));
     }
     let gv = t.api_version();
@@ -133,6 +147,11 @@ fn check_namespace(app: &App, t: &Target<'_>, name: &str) -> Result<(), ApiError
             ));
             e.name = Some(name.to_string());
             e.kind = Some(t.def.resource.clone());
+            e.causes = vec![Cause {
+                reason: "NamespaceTerminating",
+                message: format!("namespace {} is being terminated", t.namespace),
+                field: "metadata.namespace".into(),
+            }];
             Err(e)
         }
         Some(_) => Ok(()),
@@ -539,6 +558,22 @@ pub fn patch(
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .is_some_and(|s| !s.is_empty());
+    // An apply configuration must name the resource's kind: kube-apiserver
+    // refuses another (or none) before anything else.
+    if kind == PatchKind::Apply && t.subresource.is_none() && !t.def.custom {
+        let k = body.get("kind").and_then(Value::as_str).unwrap_or("");
+        if k != t.def.kind {
+            let av = body.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+            let gv = if av.contains('/') {
+                av.to_string()
+            } else {
+                format!("/{av}")
+            };
+            return Err(ApiError::bad_request(format!(
+                "invalid object type: {gv}, Kind={k}"
+            )));
+        }
+    }
     loop {
         let old = app.store.get(&t.def.key(), &t.key(name));
         let result = match (kind, old) {

@@ -945,6 +945,43 @@ async fn status_codes_and_bodies_match_kube_apiserver() -> anyhow::Result<()> {
     let (code, body) = send(raw("GET", "/apis/nope.example.com/v1", vec![])?).await?;
     assert_eq!((code, body.as_slice()), (404, &b"404 page not found\n"[..]));
 
+    // A body in a media type the server does not read is a 415.
+    let (code, _) = send(
+        http::Request::builder()
+            .method("POST")
+            .uri("/api/v1/namespaces/default/configmaps")
+            .header("content-type", "text/plain")
+            .body(br#"{"metadata":{"name":"t"}}"#.to_vec())?,
+    )
+    .await?;
+    assert_eq!(code, 415);
+
+    // An apply configuration without the resource's kind is a 400.
+    let (code, body) = send(
+        http::Request::builder()
+            .method("PATCH")
+            .uri("/api/v1/namespaces/default/configmaps/k?fieldManager=m")
+            .header("content-type", "application/apply-patch+yaml")
+            .body(b"apiVersion: v1\nmetadata:\n  name: k\n".to_vec())?,
+    )
+    .await?;
+    assert_eq!(code, 400);
+    assert_eq!(json_of(&body)["message"], "invalid object type: /v1, Kind=");
+
+    // resourceVersion=0 is served whole, whatever the limit (the watch cache).
+    api.create(&PostParams::default(), &cm("l1", &[])).await?;
+    api.create(&PostParams::default(), &cm("l2", &[])).await?;
+    let (code, body) = send(raw(
+        "GET",
+        "/api/v1/namespaces/default/configmaps?limit=1&resourceVersion=0",
+        vec![],
+    )?)
+    .await?;
+    assert_eq!(code, 200);
+    let list = json_of(&body);
+    assert!(list["items"].as_array().map_or(0, Vec::len) >= 2, "{list}");
+    assert!(list["metadata"].get("continue").is_none());
+
     // `continue` with a resourceVersion is refused.
     let (code, body) = send(raw(
         "GET",
