@@ -408,7 +408,7 @@ async fn resource_request(
             return r;
         }
     }
-    let resp = match execute(
+    let mut resp = match execute(
         &app,
         verb,
         &headers,
@@ -424,6 +424,9 @@ async fn resource_request(
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
+    if let Some(w) = deprecation(&route.def, &route.version) {
+        resp.headers_mut().append(header::WARNING, w);
+    }
     if drop_after {
         record.code = 0;
         app.requests.push(record);
@@ -432,6 +435,19 @@ async fn resource_request(
     record.code = resp.status().as_u16();
     app.requests.push(record);
     resp
+}
+
+/// The `Warning` kube-apiserver adds to every request of a deprecated
+/// resource version.
+fn deprecation(def: &ResourceDef, version: &str) -> Option<HeaderValue> {
+    let text = match (def.group.as_str(), version, def.resource.as_str()) {
+        ("", "v1", "endpoints") => {
+            "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"
+        }
+        ("", "v1", "componentstatuses") => "v1 ComponentStatus is deprecated in v1.19+",
+        _ => return None,
+    };
+    HeaderValue::from_str(&format!("299 - \"{text}\"")).ok()
 }
 
 #[allow(clippy::too_many_arguments)]
