@@ -149,6 +149,13 @@ fn resource_entries(d: &ResourceDef) -> Vec<Value> {
         );
     }
     for sub in &d.extra_subresources {
+        // TokenRequest: created through the ServiceAccount, a kind of its own.
+        if d.group.is_empty() && d.resource == "serviceaccounts" && *sub == "token" {
+            out.push(json!({"name": "serviceaccounts/token", "singularName": "",
+                "namespaced": true, "group": "authentication.k8s.io", "version": "v1",
+                "kind": "TokenRequest", "verbs": ["create"]}));
+            continue;
+        }
         out.push(
             json!({"name": format!("{}/{sub}", d.resource), "singularName": "",
             "namespaced": d.namespaced, "kind": d.kind, "verbs": ["update"]}),

@@ -33,6 +33,8 @@ fn default(map: &mut serde_json::Map<String, Value>, key: &str, v: Value) {
     }
 }
 
+const DS_TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+
 /// Defaults applied on create and update (as API defaulting does on decode).
 pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
     match (def.group.as_str(), def.kind.as_str()) {
@@ -162,6 +164,15 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
                 );
             }
             default_template(obj.pointer_mut("/spec/template"));
+            // apps/v1 carries the internal TemplateGeneration (1 on create)
+            // as this annotation; it is kept as it is on updates here.
+            let m = crate::meta::meta_mut(obj);
+            let ann = m.entry("annotations").or_insert_with(|| json!({}));
+            if let Some(a) = ann.as_object_mut()
+                && !a.contains_key(DS_TEMPLATE_GENERATION)
+            {
+                a.insert(DS_TEMPLATE_GENERATION.into(), json!("1"));
+            }
         }
         ("batch", "Job") => {
             if let Some(spec) = obj_mut(obj, "spec") {
@@ -177,6 +188,11 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
                 default(spec, "failedJobsHistoryLimit", json!(1));
             }
             default_template(obj.pointer_mut("/spec/jobTemplate/spec/template"));
+        }
+        ("", "PersistentVolumeClaim") => {
+            if let Some(spec) = obj_mut(obj, "spec") {
+                default(spec, "volumeMode", json!("Filesystem"));
+            }
         }
         ("networking.k8s.io", "NetworkPolicy") => {
             if let Some(spec) = obj_mut(obj, "spec") {
@@ -473,6 +489,13 @@ pub fn bootstrap_objects() -> Vec<(&'static str, String, Value)> {
 
 /// What a create does beyond metadata (status resets, allocated fields).
 pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
+    if def.group.is_empty() && def.kind == "Pod" {
+        // The Priority admission plugin (after managedFields are recorded).
+        if let Some(spec) = obj_mut(obj, "spec") {
+            default(spec, "priority", json!(0));
+            default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+        }
+    }
     match (def.group.as_str(), def.kind.as_str()) {
         ("", "Namespace") => {
             // The namespace controller's finalizer is always there (as the

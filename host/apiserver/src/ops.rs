@@ -644,14 +644,19 @@ pub fn delete(
             .store
             .get(&t.def.key(), &key)
             .ok_or_else(|| ApiError::not_found(q, name))?;
+        // The storage layer's precondition errors name the kind, not the resource.
+        let by_kind = crate::errors::Qualified {
+            group: &t.def.group,
+            resource: &t.def.kind,
+        };
         if let Some(uid) = &opts.uid {
             let have = meta::uid(&old).unwrap_or_default();
             if uid != have {
                 return Err(ApiError::conflict(
-                    q,
+                    by_kind,
                     name,
                     &format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
+                        "the UID in the precondition ({uid}) does not match the UID in record ({have}). The object might have been deleted and then recreated"
                     ),
                 ));
             }
@@ -660,10 +665,10 @@ pub fn delete(
             let have = rv_of(&old).to_string();
             if *rv != have {
                 return Err(ApiError::conflict(
-                    q,
+                    by_kind,
                     name,
                     &format!(
-                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"
+                        "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({have}). The object might have been modified"
                     ),
                 ));
             }

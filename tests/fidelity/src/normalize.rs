@@ -23,9 +23,14 @@ static AGE: LazyLock<Regex> = LazyLock::new(|| {
 static IPV4: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$").expect("ip regex"));
 
+/// The stored resourceVersion a precondition error quotes.
+static RECORD_RV: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"in record \(\d+\)").expect("record rv regex"));
+
 /// Replaces per-run and per-cluster values in free text (messages, kubectl output).
 pub fn text(s: &str, token: &str) -> String {
     let s = s.replace(token, "RUN");
+    let s = RECORD_RV.replace_all(&s, "in record (<rv>)");
     let s = UID.replace_all(&s, "<uid>");
     TIME.replace_all(&s, "<time>").into_owned()
 }

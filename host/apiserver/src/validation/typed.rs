@@ -224,6 +224,33 @@ fn go_type(defs: &Map<String, Value>, s: &Value) -> String {
     }
 }
 
+/// Whether `q` matches `^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$`, the
+/// shape `resource.ParseQuantity` checks first.
+fn is_quantity(q: &str) -> bool {
+    let b = q.as_bytes();
+    let mut i = 0;
+    if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+        i += 1;
+    }
+    let start = i;
+    while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
+        i += 1;
+    }
+    if i == start {
+        return false;
+    }
+    while i < b.len() && b"eEinumkKMGTP".contains(&b[i]) {
+        i += 1;
+    }
+    if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+        i += 1;
+    }
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    i == b.len()
+}
+
 /// How Go names a JSON value in `cannot unmarshal X`.
 fn go_value(v: &Value) -> &'static str {
     match v {
@@ -305,6 +332,16 @@ impl Walker<'_> {
         }
         if s.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true) {
             let quantity = def_name.is_some_and(|d| short_name(d) == "Quantity");
+            if quantity
+                && let Value::String(q) = &*v
+                && !is_quantity(q)
+                && self.out.error.is_none()
+            {
+                self.out.error = Some(
+                    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'".into(),
+                );
+                return;
+            }
             let ok = match v {
                 Value::String(_) => true,
                 Value::Number(n) => quantity || n.is_i64() || n.is_u64(),
@@ -438,6 +475,16 @@ fn join(path: &str, key: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn quantities_have_kubes_shape() {
+        for ok in ["1", "100m", "1.5Gi", "+2e3", "-1", "0.5"] {
+            assert!(is_quantity(ok), "{ok}");
+        }
+        for bad in ["lots", "", "1 Gi", "Gi", "1Gi3x"] {
+            assert!(!is_quantity(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn wrong_type_names_the_go_struct_field() {
