@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::Ctx;
 use crate::run::Run;
-use crate::target::Req;
+use crate::target::{Req, TABLE};
 
 const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
 
@@ -268,6 +268,24 @@ fn seen(code: u16, body: Value) -> Value {
 pub async fn authz(r: &Run, ctx: &Ctx) -> anyhow::Result<()> {
     let ns = r.namespace("authz").await?;
     setup(r, &ns).await?;
+    // `kubectl get roles,rolebindings -o wide` as the server prints them.
+    for res in ["roles", "rolebindings"] {
+        let resp = r
+            .send(Req::get(format!("{RBAC}/namespaces/{ns}/{res}")).accept(TABLE))
+            .await?;
+        let j = resp.json();
+        let rows: Vec<Value> = j["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            // Kept as `{cells}` under `rows` so ages are normalised.
+            .map(|row| json!({"cells": row["cells"]}))
+            .collect();
+        r.record(
+            &format!("authz/table/{res}"),
+            json!({"code": resp.code, "columns": j["columnDefinitions"].as_array().map(|c| c.len()), "rows": rows}),
+        );
+    }
     for u in users(r, &ns) {
         for (id, verb, resource, namespaced, name) in ASKS {
             let scope = if *namespaced { ns.as_str() } else { "" };
