@@ -50,8 +50,110 @@ pub fn columns(def: &ResourceDef) -> Option<Vec<Value>> {
         ("networking.k8s.io", "IngressClass") => {
             vec![name, s("Controller"), s("Parameters"), age()]
         }
+        ("", "LimitRange") => vec![name, col("Created At", "date", "", 0)],
+        ("node.k8s.io", "RuntimeClass") => vec![name, s("Handler"), age()],
+        ("storage.k8s.io", "VolumeAttributesClass") => vec![name, s("DriverName"), age()],
+        ("networking.k8s.io", "ServiceCIDR") => vec![name, s("CIDRs"), age()],
+        (
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration",
+        ) => vec![name, col("Webhooks", "integer", "", 0), age()],
+        ("storage.k8s.io", "CSINode") => vec![name, col("Drivers", "integer", "", 0), age()],
+        ("storage.k8s.io", "VolumeAttachment") => vec![
+            name,
+            col("Attacher", "string", "name", 0),
+            s("PV"),
+            s("Node"),
+            col("Attached", "boolean", "", 0),
+            age(),
+        ],
+        ("policy", "PodDisruptionBudget") => vec![
+            name,
+            s("Min Available"),
+            s("Max Unavailable"),
+            col("Allowed Disruptions", "integer", "", 0),
+            age(),
+        ],
+        ("networking.k8s.io", "Ingress") => vec![
+            name,
+            s("Class"),
+            s("Hosts"),
+            s("Address"),
+            s("Ports"),
+            age(),
+        ],
+        ("", "PodTemplate") => vec![name, s("Containers"), s("Images"), s("Pod Labels")],
         _ => return None,
     })
+}
+
+/// `len(list)` at `ptr`.
+fn count(o: &Value, ptr: &str) -> usize {
+    o.pointer(ptr).and_then(Value::as_array).map_or(0, Vec::len)
+}
+
+/// An IntOrString as printed, or `N/A`.
+fn int_or_string(o: &Value, ptr: &str) -> String {
+    match o.pointer(ptr) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => "N/A".into(),
+    }
+}
+
+/// `labels.FormatLabels`: `k=v,...` sorted, or `<none>`.
+fn format_labels(v: Option<&Value>) -> String {
+    let mut pairs: Vec<String> = v
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
+    pairs.sort();
+    if pairs.is_empty() {
+        "<none>".into()
+    } else {
+        pairs.join(",")
+    }
+}
+
+/// An Ingress's cells after the name: class, hosts (at most three, then
+/// `+ N more...`; `*` without any), load-balancer addresses, ports.
+fn ingress_cells(o: &Value) -> [String; 4] {
+    let class = Some(text(o, "/spec/ingressClassName"))
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "<none>".into());
+    let hosts: Vec<String> = o
+        .pointer("/spec/rules")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|r| text(r, "/host"))
+        .filter(|h| !h.is_empty())
+        .collect();
+    let hosts = match hosts.len() {
+        0 => "*".to_string(),
+        n if n > 3 => format!("{} + {} more...", hosts[..3].join(","), n - 3),
+        _ => hosts.join(","),
+    };
+    let address: Vec<String> = o
+        .pointer("/status/loadBalancer/ingress")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|i| {
+            Some(text(i, "/ip"))
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| text(i, "/hostname"))
+        })
+        .filter(|s| !s.is_empty())
+        .collect();
+    let ports = if count(o, "/spec/tls") > 0 {
+        "80, 443"
+    } else {
+        "80"
+    };
+    [class, hosts, address.join(","), ports.into()]
 }
 
 fn text(o: &Value, ptr: &str) -> String {
@@ -153,6 +255,66 @@ pub fn cells(def: &ResourceDef, o: &Value, name: Value, age: Value) -> Option<Ve
                 _ => "<none>".into(),
             };
             vec![name, json!(text(o, "/spec/controller")), json!(params), age]
+        }
+        ("", "LimitRange") => vec![name, json!(text(o, "/metadata/creationTimestamp"))],
+        ("node.k8s.io", "RuntimeClass") => vec![name, json!(text(o, "/handler")), age],
+        ("storage.k8s.io", "VolumeAttributesClass") => {
+            vec![name, json!(text(o, "/driverName")), age]
+        }
+        ("networking.k8s.io", "ServiceCIDR") => {
+            let cidrs: Vec<&str> = o
+                .pointer("/spec/cidrs")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            vec![name, json!(cidrs.join(",")), age]
+        }
+        (
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration",
+        ) => vec![name, json!(count(o, "/webhooks")), age],
+        ("storage.k8s.io", "CSINode") => vec![name, json!(count(o, "/spec/drivers")), age],
+        ("storage.k8s.io", "VolumeAttachment") => vec![
+            name,
+            json!(text(o, "/spec/attacher")),
+            json!(text(o, "/spec/source/persistentVolumeName")),
+            json!(text(o, "/spec/nodeName")),
+            json!(
+                o.pointer("/status/attached")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+            ),
+            age,
+        ],
+        ("policy", "PodDisruptionBudget") => vec![
+            name,
+            json!(int_or_string(o, "/spec/minAvailable")),
+            json!(int_or_string(o, "/spec/maxUnavailable")),
+            json!(
+                o.pointer("/status/disruptionsAllowed")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            ),
+            age,
+        ],
+        ("networking.k8s.io", "Ingress") => {
+            let [class, hosts, address, ports] = ingress_cells(o);
+            vec![
+                name,
+                json!(class),
+                json!(hosts),
+                json!(address),
+                json!(ports),
+                age,
+            ]
+        }
+        ("", "PodTemplate") => {
+            let mut v = vec![name];
+            v.extend(crate::printers::template_cells(o, "/template", None));
+            v.push(json!(format_labels(o.pointer("/template/metadata/labels"))));
+            v
         }
         _ => return None,
     })
