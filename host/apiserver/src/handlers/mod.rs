@@ -17,12 +17,15 @@ use crate::app::App;
 use crate::discovery;
 use crate::errors::ApiError;
 use crate::faults::{FaultAction, FaultSpec};
-use crate::ops::{self, DeleteOpts, Deleted, Target};
+use crate::ops::Target;
 use crate::patching::PatchKind;
 use crate::requests::RequestRecord;
 use crate::resources::ResourceDef;
 use crate::selectors::{FieldSelector, LabelSelector, extra_fields};
-use crate::watch::{self, Start, WatchParams};
+
+mod delete;
+mod read;
+mod write;
 
 /// Marker extension: close the connection instead of sending this response.
 #[derive(Debug, Clone, Copy)]
@@ -408,19 +411,26 @@ async fn resource_request(
             return r;
         }
     }
-    let mut resp = match execute(
-        &app,
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let call = Call {
+        app: &app,
         verb,
-        &headers,
-        &query,
-        &route,
-        body,
-        &manager,
-        patch_kind.flatten(),
-        decision.stale_by,
-    )
-    .await
-    {
+        headers: &headers,
+        query: &query,
+        route: &route,
+        manager: &manager,
+        patch_kind: patch_kind.flatten(),
+        stale_by: decision.stale_by,
+        as_table: crate::table::wants_table(accept),
+        include_object: query
+            .get("includeObject")
+            .cloned()
+            .unwrap_or_else(|| "Metadata".into()),
+    };
+    let mut resp = match execute(call, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
@@ -450,365 +460,66 @@ fn deprecation(def: &ResourceDef, version: &str) -> Option<HeaderValue> {
     HeaderValue::from_str(&format!("299 - \"{text}\"")).ok()
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn execute(
-    app: &Arc<App>,
-    verb: &str,
-    headers: &HeaderMap,
-    query: &Q,
-    route: &Route,
-    body: Body,
-    manager: &str,
-    patch_kind: Option<PatchKind>,
-    stale_by: Option<u64>,
-) -> Result<Response, ApiError> {
-    let def = &route.def;
-    let ns = route.namespace.as_deref().unwrap_or("");
-    let name = route.name.as_deref().unwrap_or("");
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    let as_table = crate::table::wants_table(&accept);
-    let include_object = query
-        .get("includeObject")
-        .cloned()
-        .unwrap_or_else(|| "Metadata".into());
-    if route.subresource.as_deref() == Some("scale") {
-        return scale(app, verb, headers, query, route, body, manager, patch_kind).await;
+/// One resource request after routing, authorisation and faults: what the
+/// verb handlers (`read`, `write`, `delete`) need.
+pub(crate) struct Call<'a> {
+    pub(crate) app: &'a Arc<App>,
+    pub(crate) verb: &'a str,
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) query: &'a Q,
+    pub(crate) route: &'a Route,
+    pub(crate) manager: &'a str,
+    pub(crate) patch_kind: Option<PatchKind>,
+    pub(crate) stale_by: Option<u64>,
+    /// `Accept` asks for a Table.
+    pub(crate) as_table: bool,
+    /// `includeObject` of Table rows.
+    pub(crate) include_object: String,
+}
+
+impl Call<'_> {
+    pub(crate) fn ns(&self) -> &str {
+        self.route.namespace.as_deref().unwrap_or("")
     }
-    match verb {
-        "get" => {
-            let obj = app
-                .store
-                .get(&def.key(), &crate::store::obj_key(ns, name))
-                .ok_or_else(|| ApiError::not_found(def.qualified(), name))?;
-            let obj = present(def, &route.version, &obj);
-            if as_table {
-                let rv = obj
-                    .pointer("/metadata/resourceVersion")
-                    .cloned()
-                    .unwrap_or(json!(""));
-                let t = crate::table::table(
-                    def,
-                    &route.version,
-                    &[&obj],
-                    json!({"resourceVersion": rv}),
-                    &include_object,
-                    true,
-                );
-                return Ok(json_response(StatusCode::OK, &t));
-            }
-            Ok(json_response(StatusCode::OK, &obj))
-        }
-        "list" => list(app, route, query, as_table, &include_object, stale_by),
-        "watch" => {
-            let labels =
-                LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
-                    .map_err(ApiError::bad_request)?;
-            let fields = FieldSelector::parse(
-                query.get("fieldSelector").map_or("", String::as_str),
-                extra_fields(&def.key()),
-            )
-            .map_err(ApiError::bad_request)?;
-            let send_initial = query.get("sendInitialEvents").map(String::as_str) == Some("true");
-            let rv = query
-                .get("resourceVersion")
-                .map(String::as_str)
-                .unwrap_or("");
-            let start = match rv {
-                "" | "0" => Start::CurrentState,
-                _ if send_initial => Start::CurrentState,
-                n => Start::After(n.parse().map_err(|_| {
-                    ApiError::bad_request(format!("invalid resource version: {n}"))
-                })?),
-            };
-            let start = if query.get("sendInitialEvents").map(String::as_str) == Some("false")
-                && start == Start::CurrentState
-            {
-                Start::After(app.store.current_rv())
-            } else {
-                start
-            };
-            let timeout = query
-                .get("timeoutSeconds")
-                .and_then(|s| s.parse::<u64>().ok())
-                .map(Duration::from_secs)
-                .unwrap_or(Duration::from_secs(1800));
-            let params = WatchParams {
-                start,
-                bookmarks: query.get("allowWatchBookmarks").map(String::as_str) == Some("true"),
-                send_initial_events: send_initial,
-                timeout,
-                prefix: if def.namespaced && !ns.is_empty() {
-                    format!("{ns}/")
-                } else {
-                    String::new()
-                },
-                labels,
-                fields,
-                as_table,
-                include_object,
-            };
-            let body = watch::watch(app.clone(), def.clone(), route.version.clone(), params);
-            let mut r = Response::new(body);
-            r.extensions_mut().insert(crate::protobuf::WatchStream {
-                protobuf: !def.custom,
-            });
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            r.headers_mut().insert(
-                header::TRANSFER_ENCODING,
-                HeaderValue::from_static("chunked"),
-            );
-            Ok(r)
-        }
-        "create" | "update" | "patch" => {
-            let bytes = axum::body::to_bytes(body, app.opts.max_body_bytes)
-                .await
-                .map_err(|_| ApiError::too_large(app.opts.max_body_bytes))?;
-            let dry_run = parse_dry_run(query, None)?;
-            let options = match verb {
-                "create" => "CreateOptions",
-                "update" => "UpdateOptions",
-                _ => "PatchOptions",
-            };
-            let mut decoding = crate::validation::Decoding::from_query(
-                query.get("fieldValidation").map(String::as_str),
-                options,
-            )?;
-            if let Some(k) = patch_kind.filter(|k| *k != PatchKind::Apply)
-                && let Ok(b) = serde_json::from_slice::<Value>(&bytes)
-            {
-                decoding = decoding.for_patch(k == PatchKind::Strategic, &b);
-            }
-            let t = Target {
-                def,
-                version: &route.version,
-                namespace: ns,
-                subresource: route.subresource.as_deref(),
-                dry_run,
-                manager,
-                decoding: &decoding,
-            };
-            let written = match verb {
-                "create" => {
-                    let obj = decode(headers, &bytes)?;
-                    let out = ops::create(app, &t, obj, false)?;
-                    Ok(json_response(
-                        StatusCode::CREATED,
-                        &present(def, &route.version, &out),
-                    ))
-                }
-                "update" => {
-                    let obj = decode(headers, &bytes)?;
-                    let out = ops::update(app, &t, name, obj)?;
-                    Ok(json_response(
-                        StatusCode::OK,
-                        &present(def, &route.version, &out),
-                    ))
-                }
-                _ => {
-                    // kube-apiserver's patch handler: a generic 415 naming no types.
-                    let kind = patch_kind.ok_or_else(|| {
-                        ApiError::unsupported_media("415: Unsupported Media Type").generic()
-                    })?;
-                    let body = match kind {
-                        PatchKind::Apply => {
-                            serde_yaml::from_slice::<Value>(&bytes).map_err(|e| {
-                                ApiError::bad_request(format!("error decoding YAML: {e}"))
-                            })?
-                        }
-                        _ => serde_json::from_slice::<Value>(&bytes).map_err(|e| {
-                            ApiError::bad_request(format!("error decoding patch: {e}"))
-                        })?,
-                    };
-                    if kind == PatchKind::Apply
-                        && query.get("fieldManager").is_none_or(|s| s.is_empty())
-                    {
-                        return Err(ApiError::invalid(
-                            "meta.k8s.io",
-                            "PatchOptions",
-                            "",
-                            vec![crate::errors::Cause {
-                                reason: "FieldValueRequired",
-                                message: "Required value: is required for apply patch".into(),
-                                field: "fieldManager".into(),
-                            }],
-                        ));
-                    }
-                    if kind != PatchKind::Apply && query.get("force").is_some() {
-                        return Err(ApiError::invalid(
-                            "meta.k8s.io",
-                            "PatchOptions",
-                            "",
-                            vec![crate::errors::Cause {
-                                reason: "FieldValueForbidden",
-                                message: "Forbidden: may not be specified for non-apply patch"
-                                    .into(),
-                                field: "force".into(),
-                            }],
-                        ));
-                    }
-                    let force = query.get("force").map(String::as_str) == Some("true");
-                    let (out, created) = ops::patch(app, &t, name, kind, &body, force)?;
-                    let code = if created {
-                        StatusCode::CREATED
-                    } else {
-                        StatusCode::OK
-                    };
-                    Ok(json_response(code, &present(def, &route.version, &out)))
-                }
-            };
-            written.map(|r| crate::validation::with_warnings(r, &decoding))
-        }
-        "delete" | "deletecollection" => {
-            let bytes = axum::body::to_bytes(body, app.opts.max_body_bytes)
-                .await
-                .map_err(|_| ApiError::too_large(app.opts.max_body_bytes))?;
-            let opts_body: Option<Value> = if bytes.iter().all(u8::is_ascii_whitespace) {
-                None
-            } else {
-                Some(decode(headers, &bytes)?)
-            };
-            // DeleteOptions come from the body when there is one, else from
-            // the query (kube-apiserver's delete handlers): never both.
-            let empty = Q::default();
-            let option_query = if opts_body.is_some() { &empty } else { query };
-            let dry_run = parse_dry_run(option_query, opts_body.as_ref())?;
-            let mut opts = DeleteOpts {
-                propagation: option_query.get("propagationPolicy").cloned(),
-                ..Default::default()
-            };
-            if let Some(b) = &opts_body {
-                if let Some(p) = b.get("propagationPolicy").and_then(Value::as_str) {
-                    opts.propagation = Some(p.to_string());
-                }
-                if b.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
-                    opts.propagation = Some("Orphan".into());
-                }
-                opts.uid = b
-                    .pointer("/preconditions/uid")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-                opts.resource_version = b
-                    .pointer("/preconditions/resourceVersion")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-            }
-            let t = Target {
-                def,
-                version: &route.version,
-                namespace: ns,
-                subresource: None,
-                dry_run,
-                manager,
-                decoding: &crate::validation::SYSTEM,
-            };
-            if verb == "delete" {
-                return Ok(match ops::delete(app, &t, name, &opts)? {
-                    Deleted::Gone(obj) => {
-                        if def.custom {
-                            json_response(StatusCode::OK, &present(def, &route.version, &obj))
-                        } else {
-                            json_response(
-                                StatusCode::OK,
-                                &json!({
-                                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                                    "details": deleted_details(def, name, &obj)
-                                }),
-                            )
-                        }
-                    }
-                    // 202 only when the client asked for the deprecated
-                    // `orphanDependents: false` (kube-apiserver's delete handler);
-                    // an object still being deleted is otherwise a 200.
-                    Deleted::Pending(obj) => {
-                        let not_orphan = opts_body.as_ref().and_then(|b| b.get("orphanDependents"))
-                            == Some(&Value::Bool(false))
-                            || option_query.get("orphanDependents").map(String::as_str)
-                                == Some("false");
-                        let code = if not_orphan {
-                            StatusCode::ACCEPTED
-                        } else {
-                            StatusCode::OK
-                        };
-                        json_response(code, &present(def, &route.version, &obj))
-                    }
-                });
-            }
-            let labels =
-                LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
-                    .map_err(ApiError::bad_request)?;
-            let fields = FieldSelector::parse(
-                query.get("fieldSelector").map_or("", String::as_str),
-                extra_fields(&def.key()),
-            )
-            .map_err(ApiError::bad_request)?;
-            let prefix = if def.namespaced && !ns.is_empty() {
-                format!("{ns}/")
-            } else {
-                String::new()
-            };
-            let keep = |o: &Value| labels.matches(o) && fields.matches(o);
-            let page = app
-                .store
-                .page(&def.key(), &prefix, None, None, 0, &keep)
-                .map_err(|g| ApiError::too_old(g.requested, g.oldest))?;
-            let mut items = Vec::new();
-            for o in &page.items {
-                let n = crate::meta::name(o).unwrap_or_default().to_string();
-                let ons = crate::meta::str_field(o, "namespace")
-                    .unwrap_or("")
-                    .to_string();
-                let t = Target {
-                    namespace: &ons,
-                    ..t.clone()
-                };
-                match ops::delete(app, &t, &n, &opts) {
-                    // Items of a typed list carry no kind/apiVersion (as
-                    // kube-apiserver writes built-in lists; custom ones keep them).
-                    Ok(Deleted::Gone(o) | Deleted::Pending(o)) => {
-                        let mut item = present(def, &route.version, &o);
-                        if !def.custom
-                            && let Some(m) = item.as_object_mut()
-                        {
-                            m.remove("kind");
-                            m.remove("apiVersion");
-                        }
-                        items.push(item)
-                    }
-                    Err(e) if e.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(json_response(
-                StatusCode::OK,
-                &json!({
-                    "kind": def.list_kind, "apiVersion": def.group_version(&route.version),
-                    "metadata": {"resourceVersion": app.store.current_rv().to_string()}, "items": items
-                }),
-            ))
-        }
+
+    pub(crate) fn name(&self) -> &str {
+        self.route.name.as_deref().unwrap_or("")
+    }
+}
+
+/// Dispatches a verb to its handler.
+async fn execute(c: Call<'_>, body: Body) -> Result<Response, ApiError> {
+    if c.route.subresource.as_deref() == Some("scale") {
+        return scale(&c, body).await;
+    }
+    match c.verb {
+        "get" => read::get(&c),
+        "list" => list(
+            c.app,
+            c.route,
+            c.query,
+            c.as_table,
+            &c.include_object,
+            c.stale_by,
+        ),
+        "watch" => read::watch(&c),
+        "create" | "update" | "patch" => write::write(&c, body).await,
+        "delete" | "deletecollection" => delete::delete(&c, body).await,
         _ => Err(ApiError::method_not_allowed("unsupported verb")),
     }
 }
 
 /// The `/scale` subresource (see [`crate::scale`]).
-#[allow(clippy::too_many_arguments)]
-async fn scale(
-    app: &Arc<App>,
-    verb: &str,
-    headers: &HeaderMap,
-    query: &Q,
-    route: &Route,
-    body: Body,
-    manager: &str,
-    patch_kind: Option<PatchKind>,
-) -> Result<Response, ApiError> {
+async fn scale(c: &Call<'_>, body: Body) -> Result<Response, ApiError> {
+    let (app, verb, headers, query, route, manager, patch_kind) = (
+        c.app,
+        c.verb,
+        c.headers,
+        c.query,
+        c.route,
+        c.manager,
+        c.patch_kind,
+    );
     let bytes = axum::body::to_bytes(body, app.opts.max_body_bytes)
         .await
         .map_err(|_| ApiError::too_large(app.opts.max_body_bytes))?;
