@@ -312,14 +312,8 @@ async fn resource_request(
     body: Body,
     denied: Option<ApiError>,
 ) -> Response {
-    let verb = match verb_of(&method, &route, &query) {
-        Ok(v) if route.subresource.is_some() || route.def.verbs.contains(&v) => v,
-        Ok(_) => {
-            return ApiError::method_not_allowed(
-                "the server does not allow this method on the requested resource",
-            )
-            .into_response();
-        }
+    let verb = match served_verb(&method, &route, &query) {
+        Ok(v) => v,
         Err(e) => return e.into_response(),
     };
     let patch_kind = (verb == "patch").then(|| {
@@ -333,24 +327,7 @@ async fn resource_request(
         .filter(|s| !s.is_empty())
         .cloned()
         .unwrap_or_else(|| default_manager(&headers));
-    let mut record = RequestRecord {
-        verb: verb.to_string(),
-        group: route.def.group.clone(),
-        version: route.version.clone(),
-        resource: route.def.resource.clone(),
-        subresource: route.subresource.clone(),
-        namespace: route.namespace.clone(),
-        name: route.name.clone(),
-        code: 0,
-        field_manager: query.get("fieldManager").cloned(),
-        patch_type: patch_kind.flatten().map(|k| k.name().to_string()),
-        dry_run: query.get("dryRun").is_some_and(|v| v == "All"),
-        user_agent: headers
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string),
-        fault: None,
-    };
+    let mut record = request_record(verb, &route, &query, &headers, patch_kind);
     // Refused by the authoriser: logged like any request, before faults.
     if let Some(e) = denied {
         record.code = e.code;
@@ -364,43 +341,10 @@ async fn resource_request(
     let mut drop_after = false;
     if let Some(action) = &decision.action {
         record.fault = Some(action.name().to_string());
-        let early: Option<Response> = match action {
-            FaultAction::Conflict => Some(
-                ApiError::stale(route.def.qualified(), route.name.as_deref().unwrap_or(""))
-                    .into_response(),
-            ),
-            FaultAction::TooManyRequests {
-                retry_after_seconds,
-            } => Some(ApiError::too_many_requests(*retry_after_seconds).into_response()),
-            FaultAction::InternalError => {
-                Some(ApiError::internal("injected fault").into_response())
-            }
-            FaultAction::Unavailable => Some(
-                ApiError::unavailable(
-                    "the server is currently unable to handle the request (injected fault)",
-                )
-                .into_response(),
-            ),
-            FaultAction::Timeout {
-                hold_ms,
-                drop_connection,
-            } => {
-                tokio::time::sleep(Duration::from_millis(*hold_ms)).await;
-                Some(if *drop_connection {
-                    dropped()
-                } else {
-                    ApiError::timeout(
-                        "the server was unable to return a response in the time allotted, but may still be processing the request",
-                    )
-                    .into_response()
-                })
-            }
-            FaultAction::CommitThenDrop => {
-                drop_after = true;
-                None
-            }
-            FaultAction::Latency { .. } | FaultAction::StaleList { .. } => None,
-        };
+        if matches!(action, FaultAction::CommitThenDrop) {
+            drop_after = true;
+        }
+        let early = fault_response(action, &route).await;
         if let Some(r) = early {
             record.code = if r.extensions().get::<DropConnection>().is_some() {
                 0
@@ -445,6 +389,81 @@ async fn resource_request(
     record.code = resp.status().as_u16();
     app.requests.push(record);
     resp
+}
+
+/// The request's verb, if the resource serves it (subresources check their own).
+fn served_verb(method: &Method, route: &Route, query: &Q) -> Result<&'static str, ApiError> {
+    match verb_of(method, route, query)? {
+        v if route.subresource.is_some() || route.def.verbs.contains(&v) => Ok(v),
+        _ => Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        )),
+    }
+}
+
+/// The request log's record of a resource request (its code is set at the end).
+fn request_record(
+    verb: &str,
+    route: &Route,
+    query: &Q,
+    headers: &HeaderMap,
+    patch_kind: Option<Option<PatchKind>>,
+) -> RequestRecord {
+    RequestRecord {
+        verb: verb.to_string(),
+        group: route.def.group.clone(),
+        version: route.version.clone(),
+        resource: route.def.resource.clone(),
+        subresource: route.subresource.clone(),
+        namespace: route.namespace.clone(),
+        name: route.name.clone(),
+        code: 0,
+        field_manager: query.get("fieldManager").cloned(),
+        patch_type: patch_kind.flatten().map(|k| k.name().to_string()),
+        dry_run: query.get("dryRun").is_some_and(|v| v == "All"),
+        user_agent: headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
+        fault: None,
+    }
+}
+
+/// The answer an injected fault gives instead of the request's, if any
+/// (`CommitThenDrop` lets the request run and drops its answer).
+async fn fault_response(action: &FaultAction, route: &Route) -> Option<Response> {
+    match action {
+        FaultAction::Conflict => Some(
+            ApiError::stale(route.def.qualified(), route.name.as_deref().unwrap_or(""))
+                .into_response(),
+        ),
+        FaultAction::TooManyRequests {
+            retry_after_seconds,
+        } => Some(ApiError::too_many_requests(*retry_after_seconds).into_response()),
+        FaultAction::InternalError => Some(ApiError::internal("injected fault").into_response()),
+        FaultAction::Unavailable => Some(
+            ApiError::unavailable(
+                "the server is currently unable to handle the request (injected fault)",
+            )
+            .into_response(),
+        ),
+        FaultAction::Timeout {
+            hold_ms,
+            drop_connection,
+        } => {
+            tokio::time::sleep(Duration::from_millis(*hold_ms)).await;
+            Some(if *drop_connection {
+                dropped()
+            } else {
+                ApiError::timeout(
+                    "the server was unable to return a response in the time allotted, but may still be processing the request",
+                )
+                .into_response()
+            })
+        }
+        FaultAction::CommitThenDrop => None,
+        FaultAction::Latency { .. } | FaultAction::StaleList { .. } => None,
+    }
 }
 
 /// The `Warning` kube-apiserver adds to every request of a deprecated
@@ -613,6 +632,34 @@ fn list(
     } else {
         String::new()
     };
+    let (at_rv, after) = list_start(app, query, stale_by)?;
+    let keep = |o: &Value| labels.matches(o) && fields.matches(o);
+    let page = app
+        .store
+        .page(&def.key(), &prefix, after.as_deref(), at_rv, limit, &keep)
+        .map_err(|g| ApiError::too_old(g.requested, g.oldest))?;
+    let list_meta = list_meta(&page, query)?;
+    if as_table {
+        let items: Vec<Value> = page
+            .items
+            .iter()
+            .map(|o| present(def, &route.version, o))
+            .collect();
+        let refs: Vec<&Value> = items.iter().collect();
+        let t = crate::table::table(def, &route.version, &refs, list_meta, include_object, true);
+        return Ok(json_response(StatusCode::OK, &t));
+    }
+    let out = list_body(def, &route.version, &page, &list_meta)?;
+    Ok(bytes_response(StatusCode::OK, out))
+}
+
+/// Where a list starts: at which resourceVersion (a continue token's, an
+/// exact one, or a stale one under fault injection) and after which key.
+fn list_start(
+    app: &App,
+    query: &Q,
+    stale_by: Option<u64>,
+) -> Result<(Option<u64>, Option<String>), ApiError> {
     let mut at_rv = None;
     let mut after = None;
     if let Some(tok) = query.get("continue").filter(|s| !s.is_empty()) {
@@ -650,11 +697,12 @@ fn list(
         let now = app.store.current_rv();
         at_rv = Some(now.saturating_sub(behind).max(app.store.compacted_rv()));
     }
-    let keep = |o: &Value| labels.matches(o) && fields.matches(o);
-    let page = app
-        .store
-        .page(&def.key(), &prefix, after.as_deref(), at_rv, limit, &keep)
-        .map_err(|g| ApiError::too_old(g.requested, g.oldest))?;
+    Ok((at_rv, after))
+}
+
+/// The list's metadata: its resourceVersion and, when more follows, the
+/// continue token and (unfiltered lists only) how many items remain.
+fn list_meta(page: &crate::store::Page, query: &Q) -> Result<Value, ApiError> {
     let mut list_meta = json!({"resourceVersion": page.rv.to_string()});
     if let Some(last) = &page.more_after {
         let tok = ContinueToken {
@@ -672,17 +720,17 @@ fn list(
             list_meta["remainingItemCount"] = json!(page.remaining);
         }
     }
-    let gv = def.group_version(&route.version);
-    if as_table {
-        let items: Vec<Value> = page
-            .items
-            .iter()
-            .map(|o| present(def, &route.version, o))
-            .collect();
-        let refs: Vec<&Value> = items.iter().collect();
-        let t = crate::table::table(def, &route.version, &refs, list_meta, include_object, true);
-        return Ok(json_response(StatusCode::OK, &t));
-    }
+    Ok(list_meta)
+}
+
+/// The list as JSON, written item by item.
+fn list_body(
+    def: &ResourceDef,
+    version: &str,
+    page: &crate::store::Page,
+    list_meta: &Value,
+) -> Result<Vec<u8>, ApiError> {
+    let gv = def.group_version(version);
     // Streamed by hand so a 100k-item list is not copied into one big Value.
     let mut out = Vec::with_capacity(64 + page.items.len() * 512);
     out.extend_from_slice(b"{\"kind\":");
@@ -691,9 +739,9 @@ fn list(
     out.extend_from_slice(b",\"apiVersion\":");
     serde_json::to_writer(&mut out, &gv).map_err(|e| ApiError::internal(e.to_string()))?;
     out.extend_from_slice(b",\"metadata\":");
-    serde_json::to_writer(&mut out, &list_meta).map_err(|e| ApiError::internal(e.to_string()))?;
+    serde_json::to_writer(&mut out, list_meta).map_err(|e| ApiError::internal(e.to_string()))?;
     out.extend_from_slice(b",\"items\":[");
-    let read_defaults = crate::validation::defaults_on_read(def, &route.version);
+    let read_defaults = crate::validation::defaults_on_read(def, version);
     for (i, o) in page.items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -703,12 +751,12 @@ fn list(
         let r = if same {
             serde_json::to_writer(&mut out, &**o)
         } else {
-            serde_json::to_writer(&mut out, &present(def, &route.version, o))
+            serde_json::to_writer(&mut out, &present(def, version, o))
         };
         r.map_err(|e| ApiError::internal(e.to_string()))?;
     }
     out.extend_from_slice(b"]}");
-    Ok(bytes_response(StatusCode::OK, out))
+    Ok(out)
 }
 
 fn admin(app: &App, method: &Method, rest: &str, body: &Bytes) -> Response {
