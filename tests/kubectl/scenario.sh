@@ -16,7 +16,7 @@ expect() { # expect <description> <regex> <output>
   if grep -Eq -- "$2" <<<"$3"; then pass "$1"; else fail "$1 (wanted /$2/)" "$3"; fi
 }
 
-out=$(k version 2>&1); expect "version reports the server" "Server Version: v1\.37\.0" "$out"
+out=$(k version 2>&1); expect "version reports the server" "Server Version: v1\.37\.2" "$out"
 out=$(k get namespaces); expect "system namespaces exist" "^default +Active" "$out"
 out=$(k api-resources); expect "api-resources lists built-ins" "^deployments +deploy +apps/v1 +true +Deployment" "$out"
 expect "api-resources lists workload kinds" "^replicasets +rs +apps/v1 +true +ReplicaSet" "$out"

@@ -6,12 +6,16 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::resources::{Registry, ResourceDef};
-use crate::version::{KUBERNETES_MINOR, KUBERNETES_VERSION};
+use crate::version::{KUBERNETES_MIN_COMPATIBILITY_MINOR, KUBERNETES_MINOR, KUBERNETES_VERSION};
 
 pub fn version() -> Value {
     json!({
         "major": "1",
         "minor": KUBERNETES_MINOR,
+        "emulationMajor": "1",
+        "emulationMinor": KUBERNETES_MINOR,
+        "minCompatibilityMajor": "1",
+        "minCompatibilityMinor": KUBERNETES_MIN_COMPATIBILITY_MINOR,
         "gitVersion": KUBERNETES_VERSION,
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
@@ -42,13 +46,47 @@ fn group_doc(name: &str, versions: &[String]) -> Value {
     })
 }
 
+/// kube-apiserver v1.37's order of the built-in groups in `/apis` (its
+/// group priorities); other groups (CRDs) follow in registration order.
+const GROUP_ORDER: &[&str] = &[
+    "apiregistration.k8s.io",
+    "apps",
+    "events.k8s.io",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
+    "autoscaling",
+    "batch",
+    "certificates.k8s.io",
+    "networking.k8s.io",
+    "policy",
+    "rbac.authorization.k8s.io",
+    "storage.k8s.io",
+    "admissionregistration.k8s.io",
+    "apiextensions.k8s.io",
+    "scheduling.k8s.io",
+    "coordination.k8s.io",
+    "node.k8s.io",
+    "discovery.k8s.io",
+    "resource.k8s.io",
+    "flowcontrol.apiserver.k8s.io",
+    "storagemigration.k8s.io",
+];
+
 pub fn api_group_list(reg: &Registry) -> Value {
-    let groups: Vec<Value> = reg
+    let mut groups: Vec<(String, Vec<String>)> = reg
         .groups()
         .into_iter()
         .filter(|(g, _)| !g.is_empty())
-        .map(|(g, vs)| group_doc(&g, &vs))
         .collect();
+    let rank = |g: &str| {
+        GROUP_ORDER
+            .iter()
+            .position(|x| *x == g)
+            .unwrap_or(GROUP_ORDER.len())
+    };
+    // Stable: unlisted groups keep their registration order.
+    groups.sort_by_key(|(g, _)| rank(g));
+    let groups: Vec<Value> = groups.iter().map(|(g, vs)| group_doc(g, vs)).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
@@ -61,18 +99,40 @@ pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
 }
 
 fn resource_entries(d: &ResourceDef) -> Vec<Value> {
+    // The apiextensions server lists a custom resource's verbs in its own
+    // order and with the storage version's hash.
+    let verbs: Vec<&str> = if d.custom {
+        let order = [
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "create",
+            "update",
+            "watch",
+        ];
+        order.into_iter().filter(|v| d.verbs.contains(v)).collect()
+    } else {
+        d.verbs.clone()
+    };
     let mut main = json!({
         "name": d.resource,
         "singularName": d.singular,
         "namespaced": d.namespaced,
         "kind": d.kind,
-        "verbs": d.verbs,
+        "verbs": verbs,
     });
     if !d.short_names.is_empty() {
         main["shortNames"] = json!(d.short_names);
     }
     if !d.categories.is_empty() {
         main["categories"] = json!(d.categories);
+    }
+    if d.custom
+        && let Some(storage) = d.versions.first()
+    {
+        main["storageVersionHash"] = json!(storage_version_hash(&d.group, storage, &d.kind));
     }
     let mut out = vec![main];
     if d.status_subresource {
@@ -89,12 +149,28 @@ fn resource_entries(d: &ResourceDef) -> Vec<Value> {
         );
     }
     for sub in &d.extra_subresources {
+        // TokenRequest: created through the ServiceAccount, a kind of its own.
+        if d.group.is_empty() && d.resource == "serviceaccounts" && *sub == "token" {
+            out.push(json!({"name": "serviceaccounts/token", "singularName": "",
+                "namespaced": true, "group": "authentication.k8s.io", "version": "v1",
+                "kind": "TokenRequest", "verbs": ["create"]}));
+            continue;
+        }
         out.push(
             json!({"name": format!("{}/{sub}", d.resource), "singularName": "",
             "namespaced": d.namespaced, "kind": d.kind, "verbs": ["update"]}),
         );
     }
     out
+}
+
+/// kube's `StorageVersionHash`: the first 8 bytes of the SHA-256 of
+/// `group/version/kind`, base64.
+fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let sum = sha2::Sha256::digest(format!("{group}/{version}/{kind}").as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(&sum[..8])
 }
 
 /// The resources served at one group version, or None when there are none.
@@ -116,8 +192,11 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
         format!("{group}/{version}")
     };
     let mut resources: Vec<Value> = defs.iter().flat_map(|d| resource_entries(d)).collect();
-    // kube-apiserver lists resources (and their subresources) by name.
-    resources.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    // kube-apiserver lists built-in resources (and their subresources) by
+    // name; the apiextensions server lists a CRD's as main, status, scale.
+    if !defs.iter().all(|d| d.custom) {
+        resources.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    }
     Some(
         json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
     )
@@ -126,6 +205,31 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn storage_version_hash_is_kubes() {
+        // kube-apiserver v1.37.2's hash of apps/v1 deployments.
+        assert_eq!(
+            storage_version_hash("apps", "v1", "Deployment"),
+            "8aSe+NMegvE="
+        );
+    }
+
+    #[test]
+    fn apis_lists_groups_in_kube_apiservers_order() {
+        let reg = Registry::default();
+        crate::auth::endpoints::register(&reg);
+        let list = api_group_list(&reg);
+        let names: Vec<&str> = list["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g["name"].as_str())
+            .collect();
+        let pos = |n: &str| names.iter().position(|x| *x == n);
+        assert!(pos("events.k8s.io") < pos("authentication.k8s.io"));
+        assert!(pos("authorization.k8s.io") < pos("autoscaling"));
+    }
 
     #[test]
     fn core_discovery_lists_status_subresources_and_short_names() {

@@ -26,6 +26,12 @@ pub struct ApiError {
     pub kind: Option<String>,
     pub causes: Vec<Cause>,
     pub retry_after: Option<u64>,
+    /// Made like kube-apiserver's `NewGenericServerResponse`: `details` is
+    /// written even when empty (`"details": {}`).
+    pub generic: bool,
+    /// The mux's plain-text `404 page not found` (a path outside every
+    /// served group version), not a `Status`.
+    pub page_not_found: bool,
 }
 
 /// A resource as named in error messages: `configmaps` or `widgets.example.com`.
@@ -56,7 +62,22 @@ impl ApiError {
             kind: None,
             causes: Vec::new(),
             retry_after: None,
+            generic: false,
+            page_not_found: false,
         }
+    }
+
+    /// A `NewGenericServerResponse` error: empty `details` are written.
+    pub fn generic(mut self) -> Self {
+        self.generic = true;
+        self
+    }
+
+    /// The plain-text 404 of a path no group version serves.
+    pub fn page_not_found() -> Self {
+        let mut e = Self::new(404, "NotFound", "404 page not found");
+        e.page_not_found = true;
+        e
     }
 
     fn about(mut self, q: Qualified<'_>, name: &str) -> Self {
@@ -145,10 +166,11 @@ impl ApiError {
             "NotFound",
             "the server could not find the requested resource",
         )
+        .generic()
     }
 
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
-        Self::new(405, "MethodNotAllowed", message)
+        Self::new(405, "MethodNotAllowed", message).generic()
     }
 
     pub fn gone(message: impl Into<String>) -> Self {
@@ -215,7 +237,7 @@ impl ApiError {
             }
         }
         let mut details = serde_json::Map::new();
-        if let Some(n) = &self.name {
+        if let Some(n) = self.name.as_ref().filter(|n| !n.is_empty()) {
             details.insert("name".into(), json!(n));
         }
         if let Some(g) = &self.group
@@ -237,7 +259,7 @@ impl ApiError {
         if let Some(r) = self.retry_after {
             details.insert("retryAfterSeconds".into(), json!(r));
         }
-        if !details.is_empty() {
+        if !details.is_empty() || self.generic {
             status["details"] = Value::Object(details);
         }
         status
@@ -247,6 +269,14 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if self.page_not_found {
+            let mut resp = (code, "404 page not found\n").into_response();
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            return resp;
+        }
         let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
         let mut resp = (code, body).into_response();
         resp.headers_mut().insert(

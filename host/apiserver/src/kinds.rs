@@ -33,6 +33,8 @@ fn default(map: &mut serde_json::Map<String, Value>, key: &str, v: Value) {
     }
 }
 
+const DS_TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+
 /// Defaults applied on create and update (as API defaulting does on decode).
 pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
     match (def.group.as_str(), def.kind.as_str()) {
@@ -64,6 +66,7 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
                 default(spec, "type", json!("ClusterIP"));
                 if !external {
                     default(spec, "sessionAffinity", json!("None"));
+                    default(spec, "internalTrafficPolicy", json!("Cluster"));
                 }
                 let ty = spec
                     .get("type")
@@ -161,6 +164,15 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
                 );
             }
             default_template(obj.pointer_mut("/spec/template"));
+            // apps/v1 carries the internal TemplateGeneration (1 on create)
+            // as this annotation; it is kept as it is on updates here.
+            let m = crate::meta::meta_mut(obj);
+            let ann = m.entry("annotations").or_insert_with(|| json!({}));
+            if let Some(a) = ann.as_object_mut()
+                && !a.contains_key(DS_TEMPLATE_GENERATION)
+            {
+                a.insert(DS_TEMPLATE_GENERATION.into(), json!("1"));
+            }
         }
         ("batch", "Job") => {
             if let Some(spec) = obj_mut(obj, "spec") {
@@ -177,7 +189,96 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             }
             default_template(obj.pointer_mut("/spec/jobTemplate/spec/template"));
         }
+        ("", "PersistentVolumeClaim") => {
+            if let Some(spec) = obj_mut(obj, "spec") {
+                default(spec, "volumeMode", json!("Filesystem"));
+            }
+        }
+        ("networking.k8s.io", "NetworkPolicy") => {
+            if let Some(spec) = obj_mut(obj, "spec") {
+                let egress = spec
+                    .get("egress")
+                    .and_then(Value::as_array)
+                    .is_some_and(|e| !e.is_empty());
+                let mut types = vec![json!("Ingress")];
+                if egress {
+                    types.push(json!("Egress"));
+                }
+                default_empty_list(spec, "policyTypes", Value::Array(types));
+            }
+        }
+        ("autoscaling", "HorizontalPodAutoscaler") if obj["apiVersion"] == "autoscaling/v2" => {
+            if let Some(spec) = obj_mut(obj, "spec") {
+                default(spec, "minReplicas", json!(1));
+                default_empty_list(
+                    spec,
+                    "metrics",
+                    json!([{"type": "Resource", "resource": {"name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": 80}}}]),
+                );
+            }
+        }
+        ("", "LimitRange") => {
+            let limits = obj
+                .pointer_mut("/spec/limits")
+                .and_then(Value::as_array_mut);
+            for item in limits.into_iter().flatten() {
+                default_limit_range_item(item);
+            }
+        }
+        ("", "Endpoints") => {
+            let subsets = obj.get_mut("subsets").and_then(Value::as_array_mut);
+            for subset in subsets.into_iter().flatten() {
+                let ports = subset.get_mut("ports").and_then(Value::as_array_mut);
+                for p in ports.into_iter().flatten().filter_map(Value::as_object_mut) {
+                    default(p, "protocol", json!("TCP"));
+                }
+            }
+        }
         _ => {}
+    }
+}
+
+/// Sets `key` when it is absent, null or an empty list (Go: `len(x) == 0`).
+fn default_empty_list(map: &mut serde_json::Map<String, Value>, key: &str, v: Value) {
+    if map
+        .get(key)
+        .is_none_or(|x| x.is_null() || x.as_array().is_some_and(Vec::is_empty))
+    {
+        map.insert(key.into(), v);
+    }
+}
+
+/// `SetDefaults_LimitRangeItem`: for containers, the default limit comes
+/// from max, the default request from the default limit, else from min.
+fn default_limit_range_item(item: &mut Value) {
+    if item.get("type").and_then(Value::as_str) != Some("Container") {
+        return;
+    }
+    let Some(m) = item.as_object_mut() else {
+        return;
+    };
+    let get = |m: &serde_json::Map<String, Value>, k: &str| {
+        m.get(k)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut default_limit = get(m, "default");
+    for (k, v) in get(m, "max") {
+        default_limit.entry(k).or_insert(v);
+    }
+    let mut default_request = get(m, "defaultRequest");
+    for (k, v) in default_limit.iter().chain(get(m, "min").iter()) {
+        default_request.entry(k.clone()).or_insert(v.clone());
+    }
+    for (k, v) in [
+        ("default", default_limit),
+        ("defaultRequest", default_request),
+    ] {
+        if !v.is_empty() {
+            m.insert(k.into(), Value::Object(v));
+        }
     }
 }
 
@@ -388,6 +489,13 @@ pub fn bootstrap_objects() -> Vec<(&'static str, String, Value)> {
 
 /// What a create does beyond metadata (status resets, allocated fields).
 pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
+    if def.group.is_empty() && def.kind == "Pod" {
+        // The Priority admission plugin (after managedFields are recorded).
+        if let Some(spec) = obj_mut(obj, "spec") {
+            default(spec, "priority", json!(0));
+            default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+        }
+    }
     match (def.group.as_str(), def.kind.as_str()) {
         ("", "Namespace") => {
             // The namespace controller's finalizer is always there (as the
@@ -410,6 +518,13 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError
         ("", "Service") => {
             if let Some(spec) = obj_mut(obj, "spec") {
                 let external = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
+                // A headless Service gets the same IP family fields as an
+                // allocated one (kube-apiserver's IP allocation).
+                if !external && spec.get("clusterIP").and_then(Value::as_str) == Some("None") {
+                    default(spec, "clusterIPs", json!(["None"]));
+                    default(spec, "ipFamilies", json!(["IPv4"]));
+                    default(spec, "ipFamilyPolicy", json!("SingleStack"));
+                }
                 if !external && spec.get("clusterIP").is_none_or(|v| v.as_str() == Some("")) {
                     let n = NEXT_CLUSTER_IP.fetch_add(1, Ordering::Relaxed);
                     let ip = format!("10.96.{}.{}", (n >> 8) & 0xff, n & 0xff);
@@ -417,7 +532,6 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError
                     spec.insert("clusterIPs".into(), json!([ip]));
                     default(spec, "ipFamilies", json!(["IPv4"]));
                     default(spec, "ipFamilyPolicy", json!("SingleStack"));
-                    default(spec, "internalTrafficPolicy", json!("Cluster"));
                 }
                 allocate_node_ports(spec);
             }
@@ -440,10 +554,20 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError
             }
         }
         _ => {
+            // The registry resets status to its zero value, which Go writes
+            // (`status: {}` for built-ins); custom resources lose it.
+            let zero = def
+                .versions
+                .first()
+                .and_then(|v| crate::validation::zero_object(def, v))
+                .and_then(|z| z.get("status").cloned());
             if def.status_subresource
                 && let Some(m) = obj.as_object_mut()
             {
-                m.remove("status");
+                match zero {
+                    Some(z) => m.insert("status".into(), z),
+                    None => m.remove("status"),
+                };
             }
         }
     }
@@ -497,6 +621,16 @@ fn generate_job_selector(obj: &mut Value) {
                 }
             }
         }
+    }
+    // A Job without labels takes its pod template's (the Job strategy).
+    let template_labels = obj.pointer("/spec/template/metadata/labels").cloned();
+    let m = crate::meta::meta_mut(obj);
+    if m.get("labels")
+        .and_then(Value::as_object)
+        .is_none_or(serde_json::Map::is_empty)
+        && let Some(l) = template_labels
+    {
+        m.insert("labels".into(), l);
     }
 }
 
@@ -597,6 +731,39 @@ mod tests {
 
     fn def(kind: &str) -> ResourceDef {
         builtins().into_iter().find(|d| d.kind == kind).unwrap()
+    }
+
+    /// Defaults as kube-apiserver v1.37.2 stores them (tests/fidelity,
+    /// builtins/defaults/*).
+    #[test]
+    fn networkpolicy_hpa_limitrange_and_endpoints_defaults() {
+        let mut np = json!({"apiVersion": "networking.k8s.io/v1", "spec": {"podSelector": {}}});
+        apply_defaults(&def("NetworkPolicy"), &mut np);
+        assert_eq!(np["spec"]["policyTypes"], json!(["Ingress"]));
+        let mut np = json!({"apiVersion": "networking.k8s.io/v1",
+            "spec": {"podSelector": {}, "egress": [{}]}});
+        apply_defaults(&def("NetworkPolicy"), &mut np);
+        assert_eq!(np["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+
+        let mut hpa = json!({"apiVersion": "autoscaling/v2", "spec": {"maxReplicas": 3}});
+        apply_defaults(&def("HorizontalPodAutoscaler"), &mut hpa);
+        assert_eq!(hpa["spec"]["minReplicas"], 1);
+        assert_eq!(
+            hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+            80
+        );
+
+        let mut lr =
+            json!({"spec": {"limits": [{"type": "Container", "default": {"cpu": "100m"}}]}});
+        apply_defaults(&def("LimitRange"), &mut lr);
+        assert_eq!(
+            lr["spec"]["limits"][0]["defaultRequest"],
+            json!({"cpu": "100m"})
+        );
+
+        let mut ep = json!({"subsets": [{"ports": [{"port": 80}]}]});
+        apply_defaults(&def("Endpoints"), &mut ep);
+        assert_eq!(ep["subsets"][0]["ports"][0]["protocol"], "TCP");
     }
 
     #[test]

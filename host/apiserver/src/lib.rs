@@ -31,6 +31,7 @@ mod ops;
 mod patching;
 mod persistence;
 mod printers;
+mod printers_config;
 mod protobuf;
 mod requests;
 mod resources;

@@ -79,9 +79,23 @@ fn check_identity(t: &Target<'_>, obj: &mut Value) -> Result<(), ApiError> {
         && !kind.is_empty()
         && kind != t.def.kind
     {
+        if t.def.custom {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the body ({kind}) does not match the kind of the resource ({})",
+                t.def.kind
+            )));
+        }
+        // kube-apiserver's typed decoder: the body's kind cannot be
+        // converted into the resource's internal type.
+        let av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        let version = av.rsplit('/').next().unwrap_or(av);
+        let internal = match t.def.group.as_str() {
+            "" => "core",
+            g => g.split('.').next().unwrap_or(g),
+        };
+        let want = &t.def.kind;
         return Err(ApiError::bad_request(format!(
-            "the kind in the body ({kind}) does not match the kind of the resource ({})",
-            t.def.kind
+            "{kind} in version \"{version}\" cannot be handled as a {want}: converting ({version}.{kind}) to ({internal}.{want}): unknown conversion"
         )));
     }
     let gv = t.api_version();
@@ -133,6 +147,11 @@ fn check_namespace(app: &App, t: &Target<'_>, name: &str) -> Result<(), ApiError
             ));
             e.name = Some(name.to_string());
             e.kind = Some(t.def.resource.clone());
+            e.causes = vec![Cause {
+                reason: "NamespaceTerminating",
+                message: format!("namespace {} is being terminated", t.namespace),
+                field: "metadata.namespace".into(),
+            }];
             Err(e)
         }
         Some(_) => Ok(()),
@@ -222,9 +241,32 @@ pub fn create(
         meta_mut(&mut obj).remove("managedFields");
     }
     kinds::apply_defaults(t.def, &mut obj);
+    crate::validation::written(t.def, t.version, &mut obj);
+    let now = meta::now_rfc3339();
+    // managedFields record the decoded, defaulted request, before what the
+    // registry does (status resets, allocated IPs and ports, a Job's
+    // selector), as kube-apiserver's create handler runs its field manager.
+    if !managed {
+        // Status is reset on create where it is a subresource, and never owned.
+        let mut tracked = obj.clone();
+        if t.def.status_subresource
+            && let Some(m) = tracked.as_object_mut()
+        {
+            m.remove("status");
+        }
+        let mf = patching::track(
+            None,
+            &tracked,
+            t.def,
+            t.version,
+            t.manager,
+            t.subresource,
+            &now,
+        );
+        set_managed_fields(&mut obj, mf);
+    }
     kinds::prepare_create(t.def, &mut obj)?;
     validate(app, t, &name, &obj, None)?;
-    let now = meta::now_rfc3339();
     {
         let m = meta_mut(&mut obj);
         // prepare_create may have assigned it (a Job's selector names it).
@@ -235,10 +277,6 @@ pub fn create(
         if t.def.has_generation {
             m.insert("generation".into(), json!(1));
         }
-    }
-    if !managed {
-        let mf = patching::track(None, &obj, t.def, t.version, t.manager, t.subresource, &now);
-        set_managed_fields(&mut obj, mf);
     }
     crate::validation::check_storable(t.def, t.namespace, &name, &obj)?;
     if t.dry_run {
@@ -416,6 +454,7 @@ pub fn write_existing(
         }
     }
     kinds::apply_defaults(t.def, &mut new);
+    crate::validation::written(t.def, t.version, &mut new);
     kinds::prepare_update(t.def, old, &mut new);
     validate(app, t, name, &new, Some(old))?;
     if t.def.key() == "apiextensions.k8s.io/customresourcedefinitions" && t.subresource.is_none() {
@@ -519,6 +558,22 @@ pub fn patch(
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .is_some_and(|s| !s.is_empty());
+    // An apply configuration must name the resource's kind: kube-apiserver
+    // refuses another (or none) before anything else.
+    if kind == PatchKind::Apply && t.subresource.is_none() && !t.def.custom {
+        let k = body.get("kind").and_then(Value::as_str).unwrap_or("");
+        if k != t.def.kind {
+            let av = body.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+            let gv = if av.contains('/') {
+                av.to_string()
+            } else {
+                format!("/{av}")
+            };
+            return Err(ApiError::bad_request(format!(
+                "invalid object type: {gv}, Kind={k}"
+            )));
+        }
+    }
     loop {
         let old = app.store.get(&t.def.key(), &t.key(name));
         let result = match (kind, old) {
@@ -589,14 +644,19 @@ pub fn delete(
             .store
             .get(&t.def.key(), &key)
             .ok_or_else(|| ApiError::not_found(q, name))?;
+        // The storage layer's precondition errors name the kind, not the resource.
+        let by_kind = crate::errors::Qualified {
+            group: &t.def.group,
+            resource: &t.def.kind,
+        };
         if let Some(uid) = &opts.uid {
             let have = meta::uid(&old).unwrap_or_default();
             if uid != have {
                 return Err(ApiError::conflict(
-                    q,
+                    by_kind,
                     name,
                     &format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
+                        "the UID in the precondition ({uid}) does not match the UID in record ({have}). The object might have been deleted and then recreated"
                     ),
                 ));
             }
@@ -605,10 +665,10 @@ pub fn delete(
             let have = rv_of(&old).to_string();
             if *rv != have {
                 return Err(ApiError::conflict(
-                    q,
+                    by_kind,
                     name,
                     &format!(
-                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"
+                        "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({have}). The object might have been modified"
                     ),
                 ));
             }

@@ -81,7 +81,19 @@ pub fn patch(
     version: &str,
 ) -> Result<Value, ApiError> {
     let r = match kind {
-        PatchKind::Json => engine::apply_json_patch(current, body),
+        // An operation that does not apply is kube-apiserver's generic 422
+        // ("the server rejected our request..."): its text is not returned.
+        PatchKind::Json => {
+            return engine::apply_json_patch(current, body).map_err(|e| match e {
+                engine::PatchError::Invalid(_) => ApiError::new(
+                    422,
+                    "Invalid",
+                    "the server rejected our request due to an error in our request",
+                )
+                .generic(),
+                other => map_err(other),
+            });
+        }
         PatchKind::Merge => engine::apply_merge_patch(current, body),
         PatchKind::Strategic => {
             engine::apply_strategic_merge_patch(current, body, &schema_for(def, version))
@@ -122,8 +134,14 @@ pub fn track(
     subresource: Option<&str>,
     now: &str,
 ) -> Value {
+    // A create is compared with the kind's zero object, as kube-apiserver
+    // compares it with `scope.Creater.New(kind)`.
+    let zero = match old {
+        None => crate::validation::zero_object(def, version),
+        Some(_) => None,
+    };
     engine::track_update(
-        old,
+        old.or(zero.as_ref()),
         new,
         &schema_for(def, version),
         manager,

@@ -22,7 +22,7 @@ fn age_col() -> Value {
 }
 
 /// Containers, Images, Selector (priority 1) of the workload controllers.
-fn pod_template_cols(selector: bool) -> Vec<Value> {
+pub(crate) fn pod_template_cols(selector: bool) -> Vec<Value> {
     let mut v = vec![
         col("Containers", "string", "", 1),
         col("Images", "string", "", 1),
@@ -126,7 +126,7 @@ pub fn columns(def: &ResourceDef) -> Option<Vec<Value>> {
             col("Kernel-Version", "string", "", 1),
             col("Container-Runtime", "string", "", 1),
         ],
-        _ => return None,
+        _ => return crate::printers_config::columns(def),
     };
     Some(v)
 }
@@ -150,7 +150,7 @@ fn list<'a>(o: &'a Value, p: &str) -> &'a [Value] {
 }
 
 /// Containers, Images (and Selector) cells of a pod template at `template`.
-fn template_cells(o: &Value, template: &str, selector: Option<&str>) -> Vec<Value> {
+pub(crate) fn template_cells(o: &Value, template: &str, selector: Option<&str>) -> Vec<Value> {
     let cs = list(o, &format!("{template}/spec/containers"));
     let join = |k: &str| {
         cs.iter()
@@ -406,7 +406,7 @@ pub fn cells(def: &ResourceDef, o: &Value, name: Value, age: Value) -> Option<Ve
                 json!(info("containerRuntimeVersion")),
             ]
         }
-        _ => return None,
+        _ => return crate::printers_config::cells(def, o, name, age),
     };
     Some(v)
 }

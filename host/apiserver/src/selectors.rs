@@ -99,6 +99,12 @@ impl LabelSelector {
             if !valid_key(key) {
                 return Err(bad());
             }
+            // `a===b`: the lexer finds a third `=` where a value starts.
+            if let Req::Eq(_, v) | Req::Ne(_, v) = &req
+                && v.starts_with('=')
+            {
+                return Err("unable to parse requirement: found '=', expected: identifier".into());
+            }
             reqs.push(req);
         }
         Ok(LabelSelector(reqs))
@@ -149,7 +155,15 @@ impl FieldSelector {
             };
             let k = k.trim();
             if k != "metadata.name" && k != "metadata.namespace" && !allowed.contains(&k) {
-                return Err(format!("field label not supported: {k}"));
+                // Resources with only the generic fields answer with the
+                // generic message; others with their conversion function's.
+                return Err(if allowed.is_empty() {
+                    format!(
+                        "\"{k}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                    )
+                } else {
+                    format!("field label not supported: {k}")
+                });
             }
             reqs.push((k.to_string(), eq, v.trim().to_string()));
         }
@@ -260,7 +274,16 @@ mod tests {
         );
         assert_eq!(
             FieldSelector::parse("spec.x=1", &[]).unwrap_err(),
+            "\"spec.x\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        );
+        assert_eq!(
+            FieldSelector::parse("spec.x=1", &["spec.nodeName"]).unwrap_err(),
             "field label not supported: spec.x"
+        );
+        // kube-apiserver v1.37.2 answers `a===b` this way.
+        assert_eq!(
+            LabelSelector::parse("a===b").err().as_deref(),
+            Some("unable to parse requirement: found '=', expected: identifier")
         );
     }
 }

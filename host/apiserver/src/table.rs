@@ -136,13 +136,18 @@ fn columns(def: &ResourceDef, version: &str) -> Vec<Value> {
             age,
             col("Selector", "string", "", 1),
         ],
-        ("apps", "Deployment") => vec![
-            name,
-            col("Ready", "string", "", 0),
-            col("Up-to-date", "string", "", 0),
-            col("Available", "string", "", 0),
-            age,
-        ],
+        ("apps", "Deployment") => {
+            let mut v = vec![
+                name,
+                col("Ready", "string", "", 0),
+                col("Up-to-date", "string", "", 0),
+                col("Available", "string", "", 0),
+                age,
+            ];
+            // `-o wide`: Containers, Images, Selector.
+            v.extend(crate::printers::pod_template_cols(true));
+            v
+        }
         ("coordination.k8s.io", "Lease") => vec![name, col("Holder", "string", "", 0), age],
         ("apiextensions.k8s.io", _) => vec![name, col("Created At", "date", "", 0)],
         ("", "Event") => vec![
@@ -230,7 +235,7 @@ fn cells(def: &ResourceDef, version: &str, o: &Value) -> Vec<Value> {
         }
         ("apps", "Deployment") => {
             let n = |p: &str| o.pointer(p).and_then(Value::as_i64).unwrap_or(0);
-            vec![
+            let mut v = vec![
                 name,
                 json!(format!(
                     "{}/{}",
@@ -240,7 +245,13 @@ fn cells(def: &ResourceDef, version: &str, o: &Value) -> Vec<Value> {
                 json!(n("/status/updatedReplicas")),
                 json!(n("/status/availableReplicas")),
                 a,
-            ]
+            ];
+            v.extend(crate::printers::template_cells(
+                o,
+                "/spec/template",
+                Some("/spec/selector"),
+            ));
+            v
         }
         ("coordination.k8s.io", "Lease") => {
             vec![name, s(o.pointer("/spec/holderIdentity")), a]

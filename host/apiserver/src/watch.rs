@@ -126,7 +126,18 @@ impl Ctx {
             (EventKind::Deleted, true, _) => "DELETED",
             _ => return true,
         };
-        let obj = self.present(&e.object);
+        // An object that stops matching leaves as it last matched, with the
+        // event's resourceVersion (the watch cache's `PrevObject`).
+        let obj = match (&e.prev, e.kind, kind) {
+            (Some(prev), EventKind::Modified, "DELETED") => {
+                let mut last = (**prev).clone();
+                if let Some(rv) = e.object.pointer("/metadata/resourceVersion") {
+                    crate::meta::meta_mut(&mut last).insert("resourceVersion".into(), rv.clone());
+                }
+                self.present(&Arc::new(last))
+            }
+            _ => self.present(&e.object),
+        };
         self.send(kind, &obj).await
     }
 }

@@ -254,7 +254,7 @@ async fn service_account_tokens_get_exactly_what_their_bindings_grant() -> anyho
     assert_eq!(
         body["message"],
         format!(
-            "configmaps \"mine\" is forbidden: User \"{BOT}\" cannot delete resource \"configmaps\" in API group \"\" in the namespace \"x\": RBAC: role.rbac.authorization.k8s.io \"ghost\" not found"
+            "configmaps \"mine\" is forbidden: User \"{BOT}\" cannot delete resource \"configmaps\" in API group \"\" in the namespace \"x\": rbac: RBAC: role.rbac.authorization.k8s.io \"ghost\" not found"
         )
     );
     // The admin (system:masters) is never refused.
@@ -550,5 +550,77 @@ async fn beyond_loopback_every_request_needs_a_token() -> anyhow::Result<()> {
             .await?;
         srv.shutdown().await;
     }
+    Ok(())
+}
+
+/// `kubectl --as`: the impersonation headers make the request another
+/// user's, if the caller may `impersonate` them (as kube-apiserver's
+/// impersonation filter; compared with kube-apiserver v1.37.2 by
+/// `tests/fidelity`, check kubectl/44-auth-can-i-as-alice-denied).
+#[tokio::test]
+async fn impersonation_headers_act_as_the_user_when_allowed() -> anyhow::Result<()> {
+    let (srv, admin) = rbac_server().await?;
+    let token = bot(&admin).await?;
+    let as_alice = |client: &Client, path: &str, body: Value| {
+        let client = client.clone();
+        let path = path.to_string();
+        async move {
+            let req = http::Request::builder()
+                .method("POST")
+                .uri(path)
+                .header("content-type", "application/json")
+                .header("impersonate-user", "alice")
+                .header("impersonate-group", "devs")
+                .body(kube::client::Body::from(serde_json::to_vec(&body)?))?;
+            let resp = client.send(req).await?;
+            let code = resp.status().as_u16();
+            let bytes = http_body_util::BodyExt::collect(resp.into_body())
+                .await?
+                .to_bytes();
+            anyhow::Ok((
+                code,
+                serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+            ))
+        }
+    };
+    // The admin (system:masters) may impersonate: the review is alice's.
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let (code, who) = as_alice(
+        &admin,
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        review.clone(),
+    )
+    .await?;
+    assert_eq!(code, 201, "{who}");
+    assert_eq!(
+        who["status"]["userInfo"],
+        json!({"username": "alice", "groups": ["devs", "system:authenticated"]})
+    );
+    let ssar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "delete", "resource": "pods", "namespace": "x"}}});
+    let (code, answer) = as_alice(
+        &admin,
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        ssar,
+    )
+    .await?;
+    assert_eq!(code, 201, "{answer}");
+    assert_eq!(answer["status"]["allowed"], false);
+    // A ServiceAccount without the `impersonate` verb is refused, naming the user.
+    let bot = client_with(&srv.url(), Some(&token)).await?;
+    let (code, denied) = as_alice(
+        &bot,
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        review,
+    )
+    .await?;
+    assert_eq!(code, 403, "{denied}");
+    assert_eq!(
+        denied["message"],
+        format!(
+            "users \"alice\" is forbidden: User \"{BOT}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        )
+    );
+    srv.shutdown().await;
     Ok(())
 }

@@ -223,6 +223,17 @@ async fn watch_with_label_selector_turns_label_changes_into_added_and_deleted() 
         })
         .collect();
     assert_eq!(kinds, vec!["ADDED", "DELETED"]);
+    // The DELETED event carries the object as it last matched (the watch
+    // cache's PrevObject), at the resourceVersion of the change.
+    let now = api.get("a").await?;
+    let Some(WatchEvent::Deleted(gone)) = events.last() else {
+        anyhow::bail!("no DELETED event: {events:?}");
+    };
+    assert_eq!(gone.labels().get("sel").map(String::as_str), Some("yes"));
+    assert_eq!(
+        gone.metadata.resource_version,
+        now.metadata.resource_version
+    );
     srv.shutdown().await;
     Ok(())
 }
@@ -861,6 +872,128 @@ async fn bad_input_gets_kube_apiserver_answers() -> anyhow::Result<()> {
     .await?;
     assert_eq!((code, body["reason"].as_str()), (422, Some("Invalid")));
     assert_eq!(body["details"]["causes"][0]["field"], "metadata.name");
+    srv.shutdown().await;
+    Ok(())
+}
+
+/// Status codes and bodies as kube-apiserver v1.37.2 answers them (each was
+/// different before; compared with the real server by `tests/fidelity`).
+#[tokio::test]
+async fn status_codes_and_bodies_match_kube_apiserver() -> anyhow::Result<()> {
+    let (srv, client) = server().await?;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let raw = |method: &str, path: &str, body: Vec<u8>| {
+        http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(body)
+    };
+    let send = |req: http::Request<Vec<u8>>| {
+        let client = client.clone();
+        async move {
+            let resp = client.send(req.map(kube::client::Body::from)).await?;
+            let code = resp.status().as_u16();
+            let bytes = http_body_util::BodyExt::collect(resp.into_body())
+                .await?
+                .to_bytes();
+            anyhow::Ok((code, bytes.to_vec()))
+        }
+    };
+    let json_of = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap_or_default();
+
+    // An object held by a finalizer: DELETE answers 200 with the object.
+    let mut c = cm("held", &[]);
+    c.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &c).await?;
+    let (code, body) = send(raw(
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/held",
+        b"{}".to_vec(),
+    )?)
+    .await?;
+    assert_eq!(code, 200);
+    assert_eq!(json_of(&body)["kind"], "ConfigMap");
+
+    // With a body, DeleteOptions come from the body alone: `?dryRun=All`
+    // beside a `{}` body deletes for real (kube-apiserver's delete handler).
+    api.create(&PostParams::default(), &cm("dry", &[])).await?;
+    let (code, _) = send(raw(
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/dry?dryRun=All",
+        b"{}".to_vec(),
+    )?)
+    .await?;
+    assert_eq!(code, 200);
+    assert_eq!(status(api.get("dry").await).code, 404);
+
+    // A delete's Success Status has no empty `group`.
+    api.create(&PostParams::default(), &cm("gone", &[])).await?;
+    let (code, body) = send(raw(
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/gone",
+        b"{}".to_vec(),
+    )?)
+    .await?;
+    assert_eq!(code, 200);
+    assert!(json_of(&body)["details"].get("group").is_none());
+
+    // An unknown resource of a served group version: Status with `details: {}`;
+    // an unknown group: the mux's plain-text 404.
+    let (code, body) = send(raw("GET", "/api/v1/namespaces/default/widgets", vec![])?).await?;
+    assert_eq!((code, json_of(&body)["details"].clone()), (404, json!({})));
+    let (code, body) = send(raw("GET", "/apis/nope.example.com/v1", vec![])?).await?;
+    assert_eq!((code, body.as_slice()), (404, &b"404 page not found\n"[..]));
+
+    // A body in a media type the server does not read is a 415.
+    let (code, _) = send(
+        http::Request::builder()
+            .method("POST")
+            .uri("/api/v1/namespaces/default/configmaps")
+            .header("content-type", "text/plain")
+            .body(br#"{"metadata":{"name":"t"}}"#.to_vec())?,
+    )
+    .await?;
+    assert_eq!(code, 415);
+
+    // An apply configuration without the resource's kind is a 400.
+    let (code, body) = send(
+        http::Request::builder()
+            .method("PATCH")
+            .uri("/api/v1/namespaces/default/configmaps/k?fieldManager=m")
+            .header("content-type", "application/apply-patch+yaml")
+            .body(b"apiVersion: v1\nmetadata:\n  name: k\n".to_vec())?,
+    )
+    .await?;
+    assert_eq!(code, 400);
+    assert_eq!(json_of(&body)["message"], "invalid object type: /v1, Kind=");
+
+    // resourceVersion=0 is served whole, whatever the limit (the watch cache).
+    api.create(&PostParams::default(), &cm("l1", &[])).await?;
+    api.create(&PostParams::default(), &cm("l2", &[])).await?;
+    let (code, body) = send(raw(
+        "GET",
+        "/api/v1/namespaces/default/configmaps?limit=1&resourceVersion=0",
+        vec![],
+    )?)
+    .await?;
+    assert_eq!(code, 200);
+    let list = json_of(&body);
+    assert!(list["items"].as_array().map_or(0, Vec::len) >= 2, "{list}");
+    assert!(list["metadata"].get("continue").is_none());
+
+    // `continue` with a resourceVersion is refused.
+    let (code, body) = send(raw(
+        "GET",
+        "/api/v1/namespaces/default/configmaps?limit=1&continue=abc&resourceVersion=1",
+        vec![],
+    )?)
+    .await?;
+    assert_eq!(code, 400);
+    assert_eq!(
+        json_of(&body)["message"],
+        "specifying resource version is not allowed when using continue"
+    );
     srv.shutdown().await;
     Ok(())
 }

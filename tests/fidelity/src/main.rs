@@ -81,7 +81,16 @@ fn start_embedded(bin: &std::path::Path) -> anyhow::Result<(Embedded, PathBuf)> 
     let dir = tempfile::tempdir().context("temp dir")?;
     let kc = dir.path().join("kubeconfig");
     let child = Command::new(bin)
-        .args(["apiserver", "--port", "0", "--kubeconfig-out"])
+        // RBAC enforced, as the real control plane runs with
+        // `--authorization-mode=RBAC` (the admin is in system:masters on both).
+        .args([
+            "apiserver",
+            "--port",
+            "0",
+            "--authorization",
+            "rbac",
+            "--kubeconfig-out",
+        ])
         .arg(&kc)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -151,7 +160,14 @@ async fn main() -> anyhow::Result<()> {
     checks::cleanup(&a).await;
     checks::cleanup(&b).await;
 
-    let results = compare::compare(&a.into_observations(), &b.into_observations());
+    let (obs_a, obs_b) = (a.into_observations(), b.into_observations());
+    // The raw (normalised) observations, for reading a difference in full.
+    for (name, obs) in [("embedded", &obs_a), ("real", &obs_b)] {
+        let path = args.report.join(format!("observations-{name}.json"));
+        std::fs::write(&path, serde_json::to_string_pretty(obs)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let results = compare::compare(&obs_a, &obs_b);
     let areas = compare::figures(&results);
     let report = Report {
         embedded_version: version(&emb).await,

@@ -23,9 +23,14 @@ static AGE: LazyLock<Regex> = LazyLock::new(|| {
 static IPV4: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$").expect("ip regex"));
 
+/// The stored resourceVersion a precondition error quotes.
+static RECORD_RV: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"in record \(\d+\)").expect("record rv regex"));
+
 /// Replaces per-run and per-cluster values in free text (messages, kubectl output).
 pub fn text(s: &str, token: &str) -> String {
     let s = s.replace(token, "RUN");
+    let s = RECORD_RV.replace_all(&s, "in record (<rv>)");
     let s = UID.replace_all(&s, "<uid>");
     TIME.replace_all(&s, "<time>").into_owned()
 }
@@ -72,8 +77,34 @@ fn walk(v: &mut Value, token: &str, key: Option<&str>) {
     }
 }
 
+/// kube-apiserver orders managedFields by operation, then time in seconds
+/// (none first), then manager: entries written in the same test step land in
+/// the same second or not by chance, so timed entries are compared ordered
+/// by manager (as if in one second); an entry without a time still sorts first.
+fn order_managed_fields(m: &mut Map<String, Value>) {
+    if let Some(Value::Array(entries)) = m.get_mut("managedFields") {
+        let key = |e: &Value| {
+            let s = |k: &str| {
+                e.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            (
+                s("operation"),
+                e.get("time").is_some(),
+                s("manager"),
+                s("apiVersion"),
+                s("subresource"),
+            )
+        };
+        entries.sort_by_key(key);
+    }
+}
+
 /// Per-object rules, applied before the object's children are walked.
 fn object(m: &mut Map<String, Value>, token: &str) {
+    order_managed_fields(m);
     for (k, placeholder) in [
         ("uid", "<uid>"),
         ("resourceVersion", "<rv>"),

@@ -59,6 +59,8 @@ pub struct Req<'a> {
     pub content_type: &'a str,
     pub accept: &'a str,
     pub body: Vec<u8>,
+    /// Extra headers (impersonation).
+    pub headers: Vec<(&'a str, String)>,
 }
 
 impl<'a> Req<'a> {
@@ -69,6 +71,7 @@ impl<'a> Req<'a> {
             content_type: "application/json",
             accept: "application/json",
             body: Vec::new(),
+            headers: Vec::new(),
         }
     }
     pub fn with_body(method: &'a str, path: impl Into<String>, body: &Value) -> Self {
@@ -78,6 +81,7 @@ impl<'a> Req<'a> {
             content_type: "application/json",
             accept: "application/json",
             body: serde_json::to_vec(body).unwrap_or_default(),
+            headers: Vec::new(),
         }
     }
     pub fn content_type(mut self, ct: &'a str) -> Self {
@@ -94,6 +98,10 @@ impl<'a> Req<'a> {
     }
     pub fn path_suffix(mut self, q: &str) -> Self {
         self.path.push_str(q);
+        self
+    }
+    pub fn header(mut self, name: &'a str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
         self
     }
     pub fn raw_body(mut self, b: Vec<u8>) -> Self {
@@ -129,6 +137,9 @@ impl Target {
             .header(http::header::USER_AGENT, "fidelity/v1");
         if !req.body.is_empty() {
             b = b.header(http::header::CONTENT_TYPE, req.content_type);
+        }
+        for (name, value) in &req.headers {
+            b = b.header(*name, value);
         }
         let request = b
             .body(kube::client::Body::from(req.body))

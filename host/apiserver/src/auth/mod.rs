@@ -236,6 +236,99 @@ impl Auth {
         ))
     }
 
+    /// kube-apiserver's impersonation filter: `Impersonate-User` (with
+    /// `Impersonate-Group`, `Impersonate-Uid`, `Impersonate-Extra-*`) makes
+    /// the request the named user's, if `user` may `impersonate` each of
+    /// them (`users`, `serviceaccounts`, `groups`, `uids`, `userextras/KEY`);
+    /// a 403 names the first it may not. `kubectl --as` relies on it.
+    pub fn impersonate(
+        &self,
+        store: &Store,
+        user: UserInfo,
+        headers: &HeaderMap,
+    ) -> Result<UserInfo, ApiError> {
+        let all = |name: &str| -> Vec<String> {
+            headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .collect()
+        };
+        let groups = all("impersonate-group");
+        let uid = all("impersonate-uid").into_iter().next();
+        let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (name, value) in headers {
+            if let Some(key) = name.as_str().strip_prefix("impersonate-extra-")
+                && let Ok(v) = value.to_str()
+            {
+                extra.entry(key.to_owned()).or_default().push(v.to_owned());
+            }
+        }
+        let Some(target) = all("impersonate-user").into_iter().next() else {
+            if groups.is_empty() && uid.is_none() && extra.is_empty() {
+                return Ok(user);
+            }
+            return Err(ApiError::bad_request(
+                "requested impersonation of groups, uid or extra without impersonating a user",
+            ));
+        };
+        let ask = |group: &str, resource: &str, ns: &str, name: &str, sub: &str| Attributes {
+            verb: "impersonate".into(),
+            resource_request: true,
+            namespace: ns.into(),
+            api_group: group.into(),
+            resource: resource.into(),
+            subresource: sub.into(),
+            name: name.into(),
+            ..Default::default()
+        };
+        let sa = target
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|r| r.split_once(':'));
+        let mut asks = vec![match sa {
+            Some((ns, name)) => ask("", "serviceaccounts", ns, name, ""),
+            None => ask("", "users", "", &target, ""),
+        }];
+        asks.extend(groups.iter().map(|g| ask("", "groups", "", g, "")));
+        if let Some(u) = &uid {
+            asks.push(ask("authentication.k8s.io", "uids", "", u, ""));
+        }
+        for (k, vs) in &extra {
+            for v in vs {
+                asks.push(ask("authentication.k8s.io", "userextras", "", v, k));
+            }
+        }
+        for a in &asks {
+            self.check(store, &user, a)?;
+        }
+        let mut out = UserInfo {
+            name: target.clone(),
+            uid: uid.unwrap_or_default(),
+            groups,
+            extra,
+        };
+        if let Some((ns, _)) = sa {
+            for g in [
+                "system:serviceaccounts".to_owned(),
+                format!("system:serviceaccounts:{ns}"),
+            ] {
+                if !out.groups.contains(&g) {
+                    out.groups.push(g);
+                }
+            }
+        }
+        let implied = if target == ANONYMOUS {
+            UNAUTHENTICATED
+        } else {
+            AUTHENTICATED
+        };
+        if !out.groups.iter().any(|g| g == implied) {
+            out.groups.push(implied.to_owned());
+        }
+        Ok(out)
+    }
+
     /// The authoriser chain: `system:masters` first (kube's privileged-group
     /// authoriser), then the mode. Returns (allowed, reason).
     pub fn authorize(&self, store: &Store, user: &UserInfo, a: &Attributes) -> (bool, String) {

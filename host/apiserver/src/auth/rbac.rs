@@ -233,10 +233,12 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> (bool, Strin
     if let Some(g) = rules.iter().find(|g| g.rule.allows(a)) {
         return (true, format!("RBAC: allowed by {}", g.source));
     }
+    // Errors come wrapped by the authorizer chain with the authorizer's name
+    // (`rbac: RBAC: ...`), as kube-apiserver v1.37.2 answers.
     let reason = match errors.len() {
         0 => String::new(),
-        1 => format!("RBAC: {}", errors[0]),
-        _ => format!("RBAC: [{}]", errors.join(", ")),
+        1 => format!("rbac: RBAC: {}", errors[0]),
+        _ => format!("rbac: RBAC: [{}]", errors.join(", ")),
     };
     (false, reason)
 }
@@ -394,7 +396,7 @@ mod tests {
         assert!(!ok);
         assert_eq!(
             why,
-            "RBAC: clusterrole.rbac.authorization.k8s.io \"missing\" not found"
+            "rbac: RBAC: clusterrole.rbac.authorization.k8s.io \"missing\" not found"
         );
         assert!(!authorize(&store, &bot, &attrs("list", "", "configmaps", "", "", "")).0);
         // The same SA name in another namespace is another user.

@@ -139,9 +139,12 @@ pub fn server_side_apply(
     }
 
     let object_changed = merged != live;
+    // The time is only set when the object changed (kube-apiserver's
+    // managedFieldsUpdater): a first apply that changes nothing gets none.
     let time = match &last {
-        Some(l) if !object_changed => l.time.clone(),
-        _ => Some(opts.now.to_owned()),
+        _ if object_changed => Some(opts.now.to_owned()),
+        Some(l) => l.time.clone(),
+        None => None,
     };
     entries.push(Entry {
         manager: opts.manager.to_owned(),

@@ -564,3 +564,15 @@ fn kubectl_upgrade_still_conflicts_on_fields_changed_since_the_client_side_apply
         "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using apps/v1: .spec.replicas"
     );
 }
+
+#[test]
+fn a_first_apply_that_changes_nothing_records_ownership_without_a_time() {
+    // kube-apiserver v1.37.2: manager "c" applying a value "a" already set
+    // shares the field, and its entry has no `time` (so it sorts first).
+    let one = apply(None, &deploy(json!({"replicas": 2})), "a", false, T0).unwrap();
+    let two = apply(Some(&one), &deploy(json!({"replicas": 2})), "c", false, T1).unwrap();
+    let c = entry(&two, "c").unwrap();
+    assert!(c.get("time").is_none());
+    assert!(owns(&two, "c", &["f:spec", "f:replicas"]));
+    assert_eq!(two["metadata"]["managedFields"][0]["manager"], "c");
+}

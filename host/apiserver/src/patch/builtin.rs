@@ -36,6 +36,14 @@ pub(crate) fn describe(root: &mut Node, group: &str, kind: &str) {
             root.map("binaryData");
             root.map("stringData");
         }
+        // `+structType=atomic` (RoleRef) and LabelSelector's `+structType=atomic`.
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            root.atomic_map("roleRef");
+        }
+        ("policy", "PodDisruptionBudget") => {
+            root.atomic_map("spec.selector");
+            conditions(root);
+        }
         ("", "Namespace") | ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             conditions(root);
         }

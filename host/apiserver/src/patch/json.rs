@@ -10,10 +10,26 @@ use super::PatchError;
 /// A malformed patch document is a 400; an operation that cannot be applied
 /// (failed `test`, missing path) is a 422, as kube-apiserver answers.
 pub fn apply_json_patch(current: &Value, patch: &Value) -> Result<Value, PatchError> {
-    let ops: json_patch::Patch = serde_json::from_value(patch.clone())
+    let mut ops: json_patch::Patch = serde_json::from_value(patch.clone())
         .map_err(|e| PatchError::BadRequest(format!("error decoding patch: {e}")))?;
     let mut doc = current.clone();
-    json_patch::patch(&mut doc, &ops).map_err(|e| PatchError::Invalid(e.to_string()))?;
+    // kube-apiserver's JSON patch (evanphx/json-patch v4) lets `replace` set
+    // a key an object does not have yet; RFC 6902 would refuse it. Each such
+    // operation becomes an `add`, checked against the document as patched so far.
+    for op in &mut ops.0 {
+        if let json_patch::PatchOperation::Replace(r) = op
+            && let Some((parent, _)) = r.path.split_back()
+            && doc.pointer(parent.as_str()).is_some_and(Value::is_object)
+            && doc.pointer(r.path.as_str()).is_none()
+        {
+            *op = json_patch::PatchOperation::Add(json_patch::AddOperation {
+                path: r.path.clone(),
+                value: r.value.clone(),
+            });
+        }
+        json_patch::patch(&mut doc, std::slice::from_ref(op))
+            .map_err(|e| PatchError::Invalid(e.to_string()))?;
+    }
     Ok(doc)
 }
 
@@ -21,10 +37,17 @@ pub fn apply_json_patch(current: &Value, patch: &Value) -> Result<Value, PatchEr
 /// objects merge recursively, `null` deletes, everything else (lists too)
 /// replaces.
 pub fn apply_merge_patch(current: &Value, patch: &Value) -> Result<Value, PatchError> {
-    if !patch.is_object() {
-        return Err(PatchError::BadRequest(
-            "merge patch must be a JSON object".to_owned(),
-        ));
+    let go = match patch {
+        Value::Object(_) | Value::Null => None,
+        Value::Array(_) => Some("array"),
+        Value::String(_) => Some("string"),
+        Value::Number(_) => Some("number"),
+        Value::Bool(_) => Some("bool"),
+    };
+    if let Some(go) = go {
+        return Err(PatchError::BadRequest(format!(
+            "error decoding patch: json: cannot unmarshal {go} into Go value of type map[string]interface {{}}"
+        )));
     }
     let mut doc = current.clone();
     json_patch::merge(&mut doc, patch);
@@ -63,6 +86,23 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.http_status(), 422);
+    }
+
+    #[test]
+    fn json_patch_replace_of_a_missing_key_adds_it_as_kube_apiserver_does() {
+        let out = apply_json_patch(
+            &json!({"data": {"a": "1"}}),
+            &json!([{"op": "replace", "path": "/data/none", "value": "2"}]),
+        )
+        .unwrap();
+        assert_eq!(out["data"], json!({"a": "1", "none": "2"}));
+        // Below a missing parent it still fails.
+        let err = apply_json_patch(
+            &json!({}),
+            &json!([{"op": "replace", "path": "/spec/x", "value": 1}]),
+        )
+        .unwrap_err();
+        assert!(matches!(err, PatchError::Invalid(_)));
     }
 
     #[test]

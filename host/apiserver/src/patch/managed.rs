@@ -234,6 +234,15 @@ pub fn track_update(
             sent
         }
     };
+    // An existing object that tracks no fields stays untracked by updates
+    // (kube-apiserver's skipNonAppliedManager); only an apply starts it.
+    let existing = old
+        .and_then(|o| o.pointer("/metadata/uid"))
+        .and_then(Value::as_str)
+        .is_some_and(|u| !u.is_empty());
+    if entries.is_empty() && existing {
+        return Value::Array(Vec::new());
+    }
     let empty = Value::Object(Map::new());
     let old_clean = old.map_or(empty, without_managed_fields);
     let new_clean = without_managed_fields(new);
@@ -244,6 +253,9 @@ pub fn track_update(
     for e in &mut entries {
         e.set = e.set.difference(&changed).difference(&removed);
     }
+    // Writes through `/scale` are recorded by kube-apiserver's ScaleHandler,
+    // which keeps the times it had and sets none for its own entry.
+    let time = (subresource != Some("scale")).then(|| now.to_owned());
     if !changed.is_empty() {
         let version = api_version(new);
         match entries
@@ -252,13 +264,13 @@ pub fn track_update(
         {
             Some(e) => {
                 e.set = e.set.union(&changed);
-                e.time = Some(now.to_owned());
+                e.time = time;
             }
             None => entries.push(Entry {
                 manager: manager.to_owned(),
                 operation: UPDATE.to_owned(),
                 api_version: version,
-                time: Some(now.to_owned()),
+                time,
                 subresource: subresource.map(str::to_owned),
                 set: changed,
             }),
@@ -381,6 +393,39 @@ mod tests {
     }
 
     #[test]
+    fn an_existing_object_without_managed_fields_stays_untracked_by_updates() {
+        // A ConfigMap created with `data: {}` owns nothing, so it has no
+        // managedFields; kube-apiserver then skips tracking for updates.
+        let s = Schema::for_builtin("", "ConfigMap");
+        let old = cm(json!({}), None);
+        let new = cm(json!({"x": "1"}), None);
+        assert_eq!(track_update(Some(&old), &new, &s, "m", None, T1), json!([]));
+        // A create (no live object) is tracked.
+        let mf = track_update(None, &new, &s, "m", None, T1);
+        assert_eq!(mf[0]["fieldsV1"], json!({"f:data": {".": {}, "f:x": {}}}));
+    }
+
+    #[test]
+    fn a_scale_write_records_its_entry_without_a_time() {
+        // kube-apiserver v1.37.2, `PUT .../widgets/sc/scale`: the entry
+        // {manager, subresource: scale} has no `time`.
+        let s = Schema::for_builtin("", "ConfigMap");
+        let old = cm(json!({"x": "1"}), None);
+        let created = track_update(None, &old, &s, "m", None, T0);
+        let mut old = old;
+        old["metadata"]["managedFields"] = created;
+        let new = cm(json!({"x": "2"}), None);
+        let mf = track_update(Some(&old), &new, &s, "m", Some("scale"), T1);
+        let e = mf
+            .as_array()
+            .and_then(|a| a.iter().find(|e| e["subresource"] == "scale"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(e["fieldsV1"], json!({"f:data": {"f:x": {}}}));
+        assert!(e.get("time").is_none());
+    }
+
+    #[test]
     fn more_than_ten_updaters_fold_the_oldest_into_ancient_changes() {
         let s = Schema::for_builtin("", "ConfigMap");
         let mut obj = cm(json!({}), None);
@@ -389,7 +434,10 @@ mod tests {
             next["data"] = obj["data"].clone();
             next["data"][format!("k{i}")] = json!("v");
             let now = format!("2024-01-01T00:{i:02}:00Z");
-            let mf = track_update(Some(&obj), &next, &s, &format!("m{i:02}"), None, &now);
+            // The first write is the create (an object without managedFields
+            // is not tracked by later updates).
+            let old = (i > 0).then_some(&obj);
+            let mf = track_update(old, &next, &s, &format!("m{i:02}"), None, &now);
             next["metadata"]["managedFields"] = mf;
             obj = next;
         }

@@ -172,6 +172,16 @@ fn walk_cmp(
     path: &mut Vec<PathElement>,
     cmp: &mut Comparison,
 ) {
+    // A `null` before a map or granular list is an existing, empty node (Go's
+    // zero object writes non-omitempty pointers, slices and maps as null):
+    // structured-merge-diff records the items added below it, not the node.
+    let empty_map = Value::Object(Map::new());
+    let empty_list = Value::Array(Vec::new());
+    let l = match (l, r) {
+        (Some(Value::Null), Some(Value::Object(_))) if !node.atomic_map => Some(&empty_map),
+        (Some(Value::Null), Some(Value::Array(_))) => Some(&empty_list),
+        _ => l,
+    };
     let shape = r.or(l);
     let descended = match shape {
         Some(Value::Object(_)) => {

@@ -152,6 +152,8 @@ pub fn check(group: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Vec<C
         | ("", "ReplicationController") => workload(kind, obj, old),
         ("batch", "Job") => job_spec(obj.get("spec"), "spec"),
         ("batch", "CronJob") => cron_job(obj),
+        ("rbac.authorization.k8s.io", "Role") => policy_rules(obj, true),
+        ("rbac.authorization.k8s.io", "ClusterRole") => policy_rules(obj, false),
         _ => Vec::new(),
     }
 }
@@ -467,7 +469,15 @@ fn cron_job(obj: &Value) -> Vec<Cause> {
     let mut out = Vec::new();
     match s(obj, "/spec/schedule") {
         None | Some("") => out.push(required("spec.schedule")),
-        Some(_) => {}
+        Some(sched) => {
+            if let Some(msg) = cron_schedule_error(sched) {
+                out.push(invalid_raw(
+                    "spec.schedule",
+                    &objectmeta::quote(sched),
+                    &msg,
+                ));
+            }
+        }
     }
     if let Some(p) = s(obj, "/spec/concurrencyPolicy")
         && !["Allow", "Forbid", "Replace"].contains(&p)
@@ -483,6 +493,69 @@ fn cron_job(obj: &Value) -> Vec<Cause> {
         "spec.jobTemplate.spec",
     ));
     out
+}
+
+/// robfig/cron's standard parser as the CronJob validation uses it: a
+/// descriptor (`@daily`, `@every 1h`) or exactly five fields, after an
+/// optional `TZ=`/`CRON_TZ=` prefix. Only the field count is checked here.
+fn cron_schedule_error(sched: &str) -> Option<String> {
+    let mut spec = sched.trim();
+    if let Some(rest) = spec
+        .strip_prefix("TZ=")
+        .or_else(|| spec.strip_prefix("CRON_TZ="))
+    {
+        spec = rest.split_once(' ').map_or("", |(_, r)| r.trim());
+    }
+    if spec.starts_with('@') {
+        return None;
+    }
+    let fields: Vec<&str> = spec.split_whitespace().collect();
+    (fields.len() != 5).then(|| {
+        format!(
+            "expected exactly 5 fields, found {}: [{}]",
+            fields.len(),
+            fields.join(" ")
+        )
+    })
+}
+
+/// Roles and ClusterRoles: every rule needs verbs, and a resource rule an
+/// API group (`ValidatePolicyRule`); a Role's rules cannot name URLs.
+fn policy_rules(obj: &Value, namespaced: bool) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let rules = obj.get("rules").and_then(Value::as_array);
+    for (i, rule) in rules.into_iter().flatten().enumerate() {
+        let list = |k: &str| rule.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+        if list("resources") > 0 && list("apiGroups") == 0 {
+            out.push(cause(
+                "FieldValueRequired",
+                &format!("rules[{i}].apiGroups"),
+                "Required value: resource rules must supply at least one api group".into(),
+            ));
+        }
+        if namespaced && list("nonResourceURLs") > 0 {
+            out.push(invalid_raw(
+                &format!("rules[{i}].nonResourceURLs"),
+                &go_json_list(rule.get("nonResourceURLs")),
+                "namespaced rules cannot apply to non-resource URLs",
+            ));
+        }
+        if list("verbs") == 0 {
+            out.push(required(&format!("rules[{i}].verbs")));
+        }
+    }
+    out
+}
+
+/// Go's `%v` of a string list: `[a b]`.
+fn go_json_list(v: Option<&Value>) -> String {
+    let items: Vec<&str> = v
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    format!("[{}]", items.join(" "))
 }
 
 /// `IsConfigMapKey` (ConfigMap and Secret keys).
@@ -729,6 +802,26 @@ mod tests {
         json!({"spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "a"}},
             "template": {"metadata": {"labels": {"app": "a"}},
                 "spec": {"restartPolicy": "Always", "containers": [{"name": "c", "image": image}]}}}})
+    }
+
+    /// As kube-apiserver v1.37.2 answers (tests/fidelity builtins/*).
+    #[test]
+    fn cron_schedules_and_policy_rules_are_validated() {
+        assert_eq!(
+            cron_schedule_error("every day").as_deref(),
+            Some("expected exactly 5 fields, found 2: [every day]")
+        );
+        assert_eq!(cron_schedule_error("*/5 * * * *"), None);
+        assert_eq!(cron_schedule_error("@daily"), None);
+        assert_eq!(cron_schedule_error("CRON_TZ=UTC 0 1 * * *"), None);
+        let role = serde_json::json!({"rules": [{"resources": ["pods"]}]});
+        let causes = check("rbac.authorization.k8s.io", "Role", &role, None);
+        let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, ["rules[0].apiGroups", "rules[0].verbs"]);
+        assert_eq!(
+            causes[0].message,
+            "Required value: resource rules must supply at least one api group"
+        );
     }
 
     #[test]

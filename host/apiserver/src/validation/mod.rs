@@ -13,6 +13,7 @@
 
 mod builtin;
 pub mod crd;
+mod go_json;
 pub mod objectmeta;
 pub mod structural;
 mod typed;
@@ -188,6 +189,23 @@ pub fn decode(
             )))
         }
     }
+}
+
+/// Adds to a defaulted built-in object the fields Go always writes (`{}`
+/// for structs, `null` for non-omitempty slices...), as it is stored.
+pub fn written(def: &ResourceDef, version: &str, obj: &mut Value) {
+    if !def.custom {
+        typed::written(&def.group, version, &def.kind, obj);
+    }
+}
+
+/// The zero object of a built-in resource (what a create's managedFields
+/// are computed against); `None` for custom resources and unknown kinds.
+pub fn zero_object(def: &ResourceDef, version: &str) -> Option<Value> {
+    if def.custom {
+        return None;
+    }
+    typed::zero_object(&def.group, version, &def.kind)
 }
 
 /// Whether objects of this resource need defaulting when read (a custom

@@ -107,10 +107,38 @@ pub fn decode(group: &str, version: &str, kind: &str, obj: &mut Value) -> Option
     let mut w = Walker {
         defs: &t.defs,
         out: Decoded::default(),
+        fill: false,
     };
-    let schema = t.defs.get(root)?;
-    w.walk(obj, schema, &mut Ctx::root(short_name(root)));
+    t.defs.get(root)?;
+    // By reference, so the walk knows the root's definition (Go's omitempty).
+    let schema = serde_json::json!({ "$ref": format!("#/definitions/{root}") });
+    w.walk(obj, &schema, &mut Ctx::root(short_name(root)));
     Some(w.out)
+}
+
+/// A decoded, defaulted built-in object as kube-apiserver stores it: the
+/// fields Go always writes are added (see `go_json`). Runs after defaulting,
+/// which looks for absent fields as Go's defaulters look for zero ones.
+pub fn written(group: &str, version: &str, kind: &str, obj: &mut Value) {
+    let t = types();
+    let Some(root) = t.roots.get(&format!("{group}/{version}/{kind}")) else {
+        return;
+    };
+    let mut w = Walker {
+        defs: &t.defs,
+        out: Decoded::default(),
+        fill: true,
+    };
+    let schema = serde_json::json!({ "$ref": format!("#/definitions/{root}") });
+    w.walk(obj, &schema, &mut Ctx::root(short_name(root)));
+}
+
+/// The zero object of a built-in kind as Go writes it (see `go_json`);
+/// `None` when the kind has no known type.
+pub fn zero_object(group: &str, version: &str, kind: &str) -> Option<Value> {
+    let t = types();
+    let root = t.roots.get(&format!("{group}/{version}/{kind}"))?;
+    Some(super::go_json::zero(root, &t.defs))
 }
 
 /// Decode a custom resource's `metadata` as ObjectMeta (unknown fields under
@@ -120,6 +148,7 @@ pub fn decode_object_meta(obj: &mut Value) -> Decoded {
     let mut w = Walker {
         defs: &t.defs,
         out: Decoded::default(),
+        fill: false,
     };
     let (Some(root), Some(meta)) = (t.roots.get(OBJECT_META), obj.get_mut("metadata")) else {
         return w.out;
@@ -195,6 +224,33 @@ fn go_type(defs: &Map<String, Value>, s: &Value) -> String {
     }
 }
 
+/// Whether `q` matches `^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$`, the
+/// shape `resource.ParseQuantity` checks first.
+fn is_quantity(q: &str) -> bool {
+    let b = q.as_bytes();
+    let mut i = 0;
+    if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+        i += 1;
+    }
+    let start = i;
+    while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
+        i += 1;
+    }
+    if i == start {
+        return false;
+    }
+    while i < b.len() && b"eEinumkKMGTP".contains(&b[i]) {
+        i += 1;
+    }
+    if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+        i += 1;
+    }
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    i == b.len()
+}
+
 /// How Go names a JSON value in `cannot unmarshal X`.
 fn go_value(v: &Value) -> &'static str {
     match v {
@@ -218,6 +274,8 @@ fn is_free_form(def: &str) -> bool {
 struct Walker<'a> {
     defs: &'a Map<String, Value>,
     out: Decoded,
+    /// Also add what Go always writes (after defaulting: see [`written`]).
+    fill: bool,
 }
 
 impl Walker<'_> {
@@ -274,6 +332,16 @@ impl Walker<'_> {
         }
         if s.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true) {
             let quantity = def_name.is_some_and(|d| short_name(d) == "Quantity");
+            if quantity
+                && let Value::String(q) = &*v
+                && !is_quantity(q)
+                && self.out.error.is_none()
+            {
+                self.out.error = Some(
+                    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'".into(),
+                );
+                return;
+            }
             let ok = match v {
                 Value::String(_) => true,
                 Value::Number(n) => quantity || n.is_i64() || n.is_u64(),
@@ -320,6 +388,12 @@ impl Walker<'_> {
                 if let Some(props) = s.get("properties").and_then(Value::as_object) {
                     let strukt = def_name.map_or(ctx.strukt.clone(), |d| short_name(d).into());
                     self.object(map, props, &strukt, ctx);
+                    if let Some(d) = def_name {
+                        super::go_json::drop_omitted(d, map);
+                        if self.fill {
+                            super::go_json::fill_written(d, map, self.defs);
+                        }
+                    }
                 } else if let Some(add) = s.get("additionalProperties").filter(|a| a.is_object()) {
                     let base = ctx.path.clone();
                     for (k, child) in map.iter_mut() {
@@ -401,6 +475,16 @@ fn join(path: &str, key: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn quantities_have_kubes_shape() {
+        for ok in ["1", "100m", "1.5Gi", "+2e3", "-1", "0.5"] {
+            assert!(is_quantity(ok), "{ok}");
+        }
+        for bad in ["lots", "", "1 Gi", "Gi", "1Gi3x"] {
+            assert!(!is_quantity(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn wrong_type_names_the_go_struct_field() {

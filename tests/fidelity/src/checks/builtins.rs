@@ -239,6 +239,30 @@ pub async fn builtins(r: &Run) -> anyhow::Result<()> {
         }
         r.record(&format!("builtins/defaults/{plural}"), v);
     }
+    // What `kubectl get` prints of them (cells that controllers do not write).
+    for (gv, plural) in [
+        ("networking.k8s.io/v1", "ingresses"),
+        ("networking.k8s.io/v1", "networkpolicies"),
+        ("policy/v1", "poddisruptionbudgets"),
+        ("v1", "limitranges"),
+        ("coordination.k8s.io/v1", "leases"),
+    ] {
+        let resp = r
+            .send(Req::get(path(&ns, gv, plural)).accept(crate::target::TABLE))
+            .await?;
+        let j = resp.json();
+        // Kept as `{cells}` under `rows` so ages are normalised.
+        let rows: Vec<Value> = j["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|row| json!({"cells": row["cells"]}))
+            .collect();
+        r.record(
+            &format!("builtins/table-rows/{plural}"),
+            json!({"code": resp.code, "rows": rows}),
+        );
+    }
     let deps = path(&ns, "apps/v1", "deployments");
     let dep = |name: &str, spec: Value| obj("apps/v1", "Deployment", name, spec);
     let sel = json!({"matchLabels": {"app": "x"}});

@@ -41,7 +41,25 @@ pub fn normalise(text: &str, token: &str) -> Vec<String> {
         .collect()
 }
 
+/// The user name the kubeconfig authenticates as (a choice of each cluster's
+/// fixture: `admin` here, `wr-admin` for the real control plane).
+async fn admin_name(r: &Run) -> anyhow::Result<String> {
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let resp = r
+        .send(crate::target::Req::with_body(
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            &review,
+        ))
+        .await?;
+    Ok(resp.json()["status"]["userInfo"]["username"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string())
+}
+
 pub async fn kubectl(r: &Run, ctx: &Ctx) -> anyhow::Result<()> {
+    let admin = admin_name(r).await?;
     let out = ctx.out.join(format!("kubectl-{}", r.t.name));
     let _ = std::fs::remove_dir_all(&out);
     let status = tokio::process::Command::new("bash")
@@ -67,10 +85,17 @@ pub async fn kubectl(r: &Run, ctx: &Ctx) -> anyhow::Result<()> {
         let text =
             std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?;
         let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-        r.record(
-            &format!("kubectl/{stem}"),
-            json!(normalise(&text, &r.token)),
-        );
+        let lines: Vec<String> = normalise(&text, &r.token)
+            .into_iter()
+            .map(|l| {
+                if !admin.is_empty() && l == admin {
+                    "<admin-user>".into()
+                } else {
+                    l
+                }
+            })
+            .collect();
+        r.record(&format!("kubectl/{stem}"), json!(lines));
     }
     Ok(())
 }

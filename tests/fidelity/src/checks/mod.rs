@@ -3,6 +3,7 @@
 //! side by side and compares the records.
 
 pub mod apply;
+pub mod authz;
 pub mod builtins;
 pub mod crd;
 pub mod crud;
@@ -46,6 +47,7 @@ pub const AREAS: &[&str] = &[
     "namespaces",
     "crd",
     "protobuf",
+    "authz",
     "kubectl",
 ];
 
@@ -65,6 +67,7 @@ pub async fn run(area: &str, r: &Run, ctx: &Ctx) -> anyhow::Result<()> {
         "namespaces" => namespaces::namespaces(r).await,
         "crd" => crd::crd_area(r).await,
         "protobuf" => protobuf::protobuf(r).await,
+        "authz" => authz::authz(r, ctx).await,
         "kubectl" => kubectl::kubectl(r, ctx).await,
         other => anyhow::bail!("unknown area {other}"),
     }
@@ -85,13 +88,18 @@ pub async fn cleanup(r: &Run) {
             }
         }
     }
-    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-    if let Ok(resp) = r.send(Req::get(crds)).await {
-        for n in names(&resp.json()) {
-            if n.contains(&r.token) {
-                let _ = r
-                    .send(Req::with_body("DELETE", format!("{crds}/{n}"), &json!({})))
-                    .await;
+    for coll in [
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    ] {
+        if let Ok(resp) = r.send(Req::get(coll)).await {
+            for n in names(&resp.json()) {
+                if n.contains(&r.token) {
+                    let _ = r
+                        .send(Req::with_body("DELETE", format!("{coll}/{n}"), &json!({})))
+                        .await;
+                }
             }
         }
     }

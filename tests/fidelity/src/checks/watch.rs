@@ -23,6 +23,9 @@ fn events(body: &[u8]) -> Vec<Value> {
 fn view(code: u16, body: &[u8]) -> Value {
     let evs: Vec<Value> = events(body)
         .into_iter()
+        // Periodic bookmarks (no annotations) come when the server chooses
+        // (kube-apiserver's watch cache: near the watch's timeout, by chance).
+        .filter(|e| !(e["type"] == "BOOKMARK" && e["object"]["metadata"]["annotations"].is_null()))
         .map(|e| {
             if e["type"] == "BOOKMARK" {
                 json!({"type": "BOOKMARK", "annotations": e["object"]["metadata"]["annotations"]})

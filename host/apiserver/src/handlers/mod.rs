@@ -17,12 +17,15 @@ use crate::app::App;
 use crate::discovery;
 use crate::errors::ApiError;
 use crate::faults::{FaultAction, FaultSpec};
-use crate::ops::{self, DeleteOpts, Deleted, Target};
+use crate::ops::Target;
 use crate::patching::PatchKind;
 use crate::requests::RequestRecord;
 use crate::resources::ResourceDef;
 use crate::selectors::{FieldSelector, LabelSelector, extra_fields};
-use crate::watch::{self, Start, WatchParams};
+
+mod delete;
+mod read;
+mod write;
 
 /// Marker extension: close the connection instead of sending this response.
 #[derive(Debug, Clone, Copy)]
@@ -64,7 +67,11 @@ async fn handle_json(app: Arc<App>, req: Request) -> Response {
     let query: Q = Query::<Q>::try_from_uri(&parts.uri)
         .map(|q| q.0)
         .unwrap_or_default();
-    let user = match app.auth.authenticate(&app.store, &parts.headers) {
+    let user = match app
+        .auth
+        .authenticate(&app.store, &parts.headers)
+        .and_then(|u| app.auth.impersonate(&app.store, u, &parts.headers))
+    {
         Ok(u) => u,
         Err(e) => return e.into_response(),
     };
@@ -113,6 +120,16 @@ async fn handle_json(app: Arc<App>, req: Request) -> Response {
     resource_request(app, parts.method, parts.headers, query, route, body, denied).await
 }
 
+/// `details` of the `Success` Status of a delete: Go omits an empty group.
+fn deleted_details(def: &ResourceDef, name: &str, obj: &Value) -> Value {
+    let mut d = json!({"name": name, "kind": def.resource,
+        "uid": obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)});
+    if !def.group.is_empty() {
+        d["group"] = json!(def.group);
+    }
+    d
+}
+
 fn discovery_route(app: &App, path: &str) -> Option<Response> {
     let p = path.trim_end_matches('/');
     let ok = |v: Value| Some(json_response(StatusCode::OK, &v));
@@ -127,15 +144,15 @@ fn discovery_route(app: &App, path: &str) -> Option<Response> {
     match segs.as_slice() {
         ["api", v] => Some(match discovery::resource_list(&app.registry, "", v) {
             Some(d) => json_response(StatusCode::OK, &d),
-            None => ApiError::no_route().into_response(),
+            None => ApiError::page_not_found().into_response(),
         }),
         ["apis", g] => Some(match discovery::api_group(&app.registry, g) {
             Some(d) => json_response(StatusCode::OK, &d),
-            None => ApiError::no_route().into_response(),
+            None => ApiError::page_not_found().into_response(),
         }),
         ["apis", g, v] => Some(match discovery::resource_list(&app.registry, g, v) {
             Some(d) => json_response(StatusCode::OK, &d),
-            None => ApiError::no_route().into_response(),
+            None => ApiError::page_not_found().into_response(),
         }),
         _ => None,
     }
@@ -176,7 +193,14 @@ fn parse_path(app: &App, path: &str) -> Result<Route, ApiError> {
     let def = app
         .registry
         .lookup(group, version, resource)
-        .ok_or_else(ApiError::no_route)?;
+        .ok_or_else(|| {
+            // Outside every served group version the mux answers, not the API.
+            if discovery::resource_list(&app.registry, group, version).is_some() {
+                ApiError::no_route()
+            } else {
+                ApiError::page_not_found()
+            }
+        })?;
     if namespace.is_some() && !def.namespaced {
         return Err(ApiError::no_route());
     }
@@ -263,6 +287,12 @@ pub(crate) fn decode(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiErro
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct})"
         )));
     }
+    let media = ct.split(';').next().unwrap_or("").trim();
+    if !matches!(media, "application/json" | "application/yaml" | "") {
+        return Err(ApiError::unsupported_media(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+        ));
+    }
     if ct.contains("yaml") {
         serde_yaml::from_slice::<Value>(bytes)
             .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))
@@ -282,14 +312,8 @@ async fn resource_request(
     body: Body,
     denied: Option<ApiError>,
 ) -> Response {
-    let verb = match verb_of(&method, &route, &query) {
-        Ok(v) if route.subresource.is_some() || route.def.verbs.contains(&v) => v,
-        Ok(_) => {
-            return ApiError::method_not_allowed(
-                "the server does not allow this method on the requested resource",
-            )
-            .into_response();
-        }
+    let verb = match served_verb(&method, &route, &query) {
+        Ok(v) => v,
         Err(e) => return e.into_response(),
     };
     let patch_kind = (verb == "patch").then(|| {
@@ -303,7 +327,89 @@ async fn resource_request(
         .filter(|s| !s.is_empty())
         .cloned()
         .unwrap_or_else(|| default_manager(&headers));
-    let mut record = RequestRecord {
+    let mut record = request_record(verb, &route, &query, &headers, patch_kind);
+    // Refused by the authoriser: logged like any request, before faults.
+    if let Some(e) = denied {
+        record.code = e.code;
+        app.requests.push(record);
+        return e.into_response();
+    }
+    let decision = app.faults.decide(verb, &route.def.resource);
+    if decision.latency_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(decision.latency_ms)).await;
+    }
+    let mut drop_after = false;
+    if let Some(action) = &decision.action {
+        record.fault = Some(action.name().to_string());
+        if matches!(action, FaultAction::CommitThenDrop) {
+            drop_after = true;
+        }
+        let early = fault_response(action, &route).await;
+        if let Some(r) = early {
+            record.code = if r.extensions().get::<DropConnection>().is_some() {
+                0
+            } else {
+                r.status().as_u16()
+            };
+            app.requests.push(record);
+            return r;
+        }
+    }
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let call = Call {
+        app: &app,
+        verb,
+        headers: &headers,
+        query: &query,
+        route: &route,
+        manager: &manager,
+        patch_kind: patch_kind.flatten(),
+        stale_by: decision.stale_by,
+        as_table: crate::table::wants_table(accept),
+        include_object: query
+            .get("includeObject")
+            .cloned()
+            .unwrap_or_else(|| "Metadata".into()),
+    };
+    let mut resp = match execute(call, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
+    if let Some(w) = deprecation(&route.def, &route.version) {
+        resp.headers_mut().append(header::WARNING, w);
+    }
+    if drop_after {
+        record.code = 0;
+        app.requests.push(record);
+        return dropped();
+    }
+    record.code = resp.status().as_u16();
+    app.requests.push(record);
+    resp
+}
+
+/// The request's verb, if the resource serves it (subresources check their own).
+fn served_verb(method: &Method, route: &Route, query: &Q) -> Result<&'static str, ApiError> {
+    match verb_of(method, route, query)? {
+        v if route.subresource.is_some() || route.def.verbs.contains(&v) => Ok(v),
+        _ => Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        )),
+    }
+}
+
+/// The request log's record of a resource request (its code is set at the end).
+fn request_record(
+    verb: &str,
+    route: &Route,
+    query: &Q,
+    headers: &HeaderMap,
+    patch_kind: Option<Option<PatchKind>>,
+) -> RequestRecord {
+    RequestRecord {
         verb: verb.to_string(),
         group: route.def.group.clone(),
         version: route.version.clone(),
@@ -320,430 +426,119 @@ async fn resource_request(
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
         fault: None,
-    };
-    // Refused by the authoriser: logged like any request, before faults.
-    if let Some(e) = denied {
-        record.code = e.code;
-        app.requests.push(record);
-        return e.into_response();
     }
-    let decision = app.faults.decide(verb, &route.def.resource);
-    if decision.latency_ms > 0 {
-        tokio::time::sleep(Duration::from_millis(decision.latency_ms)).await;
-    }
-    let mut drop_after = false;
-    if let Some(action) = &decision.action {
-        record.fault = Some(action.name().to_string());
-        let early: Option<Response> = match action {
-            FaultAction::Conflict => Some(
-                ApiError::stale(route.def.qualified(), route.name.as_deref().unwrap_or(""))
-                    .into_response(),
-            ),
-            FaultAction::TooManyRequests {
-                retry_after_seconds,
-            } => Some(ApiError::too_many_requests(*retry_after_seconds).into_response()),
-            FaultAction::InternalError => {
-                Some(ApiError::internal("injected fault").into_response())
-            }
-            FaultAction::Unavailable => Some(
-                ApiError::unavailable(
-                    "the server is currently unable to handle the request (injected fault)",
-                )
-                .into_response(),
-            ),
-            FaultAction::Timeout {
-                hold_ms,
-                drop_connection,
-            } => {
-                tokio::time::sleep(Duration::from_millis(*hold_ms)).await;
-                Some(if *drop_connection {
-                    dropped()
-                } else {
-                    ApiError::timeout(
-                        "the server was unable to return a response in the time allotted, but may still be processing the request",
-                    )
-                    .into_response()
-                })
-            }
-            FaultAction::CommitThenDrop => {
-                drop_after = true;
-                None
-            }
-            FaultAction::Latency { .. } | FaultAction::StaleList { .. } => None,
-        };
-        if let Some(r) = early {
-            record.code = if r.extensions().get::<DropConnection>().is_some() {
-                0
-            } else {
-                r.status().as_u16()
-            };
-            app.requests.push(record);
-            return r;
-        }
-    }
-    let resp = match execute(
-        &app,
-        verb,
-        &headers,
-        &query,
-        &route,
-        body,
-        &manager,
-        patch_kind.flatten(),
-        decision.stale_by,
-    )
-    .await
-    {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
-    };
-    if drop_after {
-        record.code = 0;
-        app.requests.push(record);
-        return dropped();
-    }
-    record.code = resp.status().as_u16();
-    app.requests.push(record);
-    resp
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn execute(
-    app: &Arc<App>,
-    verb: &str,
-    headers: &HeaderMap,
-    query: &Q,
-    route: &Route,
-    body: Body,
-    manager: &str,
-    patch_kind: Option<PatchKind>,
-    stale_by: Option<u64>,
-) -> Result<Response, ApiError> {
-    let def = &route.def;
-    let ns = route.namespace.as_deref().unwrap_or("");
-    let name = route.name.as_deref().unwrap_or("");
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    let as_table = crate::table::wants_table(&accept);
-    let include_object = query
-        .get("includeObject")
-        .cloned()
-        .unwrap_or_else(|| "Metadata".into());
-    if route.subresource.as_deref() == Some("scale") {
-        return scale(app, verb, headers, query, route, body, manager, patch_kind).await;
+/// The answer an injected fault gives instead of the request's, if any
+/// (`CommitThenDrop` lets the request run and drops its answer).
+async fn fault_response(action: &FaultAction, route: &Route) -> Option<Response> {
+    match action {
+        FaultAction::Conflict => Some(
+            ApiError::stale(route.def.qualified(), route.name.as_deref().unwrap_or(""))
+                .into_response(),
+        ),
+        FaultAction::TooManyRequests {
+            retry_after_seconds,
+        } => Some(ApiError::too_many_requests(*retry_after_seconds).into_response()),
+        FaultAction::InternalError => Some(ApiError::internal("injected fault").into_response()),
+        FaultAction::Unavailable => Some(
+            ApiError::unavailable(
+                "the server is currently unable to handle the request (injected fault)",
+            )
+            .into_response(),
+        ),
+        FaultAction::Timeout {
+            hold_ms,
+            drop_connection,
+        } => {
+            tokio::time::sleep(Duration::from_millis(*hold_ms)).await;
+            Some(if *drop_connection {
+                dropped()
+            } else {
+                ApiError::timeout(
+                    "the server was unable to return a response in the time allotted, but may still be processing the request",
+                )
+                .into_response()
+            })
+        }
+        FaultAction::CommitThenDrop => None,
+        FaultAction::Latency { .. } | FaultAction::StaleList { .. } => None,
     }
-    match verb {
-        "get" => {
-            let obj = app
-                .store
-                .get(&def.key(), &crate::store::obj_key(ns, name))
-                .ok_or_else(|| ApiError::not_found(def.qualified(), name))?;
-            let obj = present(def, &route.version, &obj);
-            if as_table {
-                let rv = obj
-                    .pointer("/metadata/resourceVersion")
-                    .cloned()
-                    .unwrap_or(json!(""));
-                let t = crate::table::table(
-                    def,
-                    &route.version,
-                    &[&obj],
-                    json!({"resourceVersion": rv}),
-                    &include_object,
-                    true,
-                );
-                return Ok(json_response(StatusCode::OK, &t));
-            }
-            Ok(json_response(StatusCode::OK, &obj))
+}
+
+/// The `Warning` kube-apiserver adds to every request of a deprecated
+/// resource version.
+fn deprecation(def: &ResourceDef, version: &str) -> Option<HeaderValue> {
+    let text = match (def.group.as_str(), version, def.resource.as_str()) {
+        ("", "v1", "endpoints") => {
+            "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"
         }
-        "list" => list(app, route, query, as_table, &include_object, stale_by),
-        "watch" => {
-            let labels =
-                LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
-                    .map_err(ApiError::bad_request)?;
-            let fields = FieldSelector::parse(
-                query.get("fieldSelector").map_or("", String::as_str),
-                extra_fields(&def.key()),
-            )
-            .map_err(ApiError::bad_request)?;
-            let send_initial = query.get("sendInitialEvents").map(String::as_str) == Some("true");
-            let rv = query
-                .get("resourceVersion")
-                .map(String::as_str)
-                .unwrap_or("");
-            let start = match rv {
-                "" | "0" => Start::CurrentState,
-                _ if send_initial => Start::CurrentState,
-                n => Start::After(n.parse().map_err(|_| {
-                    ApiError::bad_request(format!("invalid resource version: {n}"))
-                })?),
-            };
-            let start = if query.get("sendInitialEvents").map(String::as_str) == Some("false")
-                && start == Start::CurrentState
-            {
-                Start::After(app.store.current_rv())
-            } else {
-                start
-            };
-            let timeout = query
-                .get("timeoutSeconds")
-                .and_then(|s| s.parse::<u64>().ok())
-                .map(Duration::from_secs)
-                .unwrap_or(Duration::from_secs(1800));
-            let params = WatchParams {
-                start,
-                bookmarks: query.get("allowWatchBookmarks").map(String::as_str) == Some("true"),
-                send_initial_events: send_initial,
-                timeout,
-                prefix: if def.namespaced && !ns.is_empty() {
-                    format!("{ns}/")
-                } else {
-                    String::new()
-                },
-                labels,
-                fields,
-                as_table,
-                include_object,
-            };
-            let body = watch::watch(app.clone(), def.clone(), route.version.clone(), params);
-            let mut r = Response::new(body);
-            r.extensions_mut().insert(crate::protobuf::WatchStream {
-                protobuf: !def.custom,
-            });
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            r.headers_mut().insert(
-                header::TRANSFER_ENCODING,
-                HeaderValue::from_static("chunked"),
-            );
-            Ok(r)
-        }
-        "create" | "update" | "patch" => {
-            let bytes = axum::body::to_bytes(body, app.opts.max_body_bytes)
-                .await
-                .map_err(|_| ApiError::too_large(app.opts.max_body_bytes))?;
-            let dry_run = parse_dry_run(query, None)?;
-            let options = match verb {
-                "create" => "CreateOptions",
-                "update" => "UpdateOptions",
-                _ => "PatchOptions",
-            };
-            let mut decoding = crate::validation::Decoding::from_query(
-                query.get("fieldValidation").map(String::as_str),
-                options,
-            )?;
-            if let Some(k) = patch_kind.filter(|k| *k != PatchKind::Apply)
-                && let Ok(b) = serde_json::from_slice::<Value>(&bytes)
-            {
-                decoding = decoding.for_patch(k == PatchKind::Strategic, &b);
-            }
-            let t = Target {
-                def,
-                version: &route.version,
-                namespace: ns,
-                subresource: route.subresource.as_deref(),
-                dry_run,
-                manager,
-                decoding: &decoding,
-            };
-            let written = match verb {
-                "create" => {
-                    let obj = decode(headers, &bytes)?;
-                    let out = ops::create(app, &t, obj, false)?;
-                    Ok(json_response(
-                        StatusCode::CREATED,
-                        &present(def, &route.version, &out),
-                    ))
-                }
-                "update" => {
-                    let obj = decode(headers, &bytes)?;
-                    let out = ops::update(app, &t, name, obj)?;
-                    Ok(json_response(
-                        StatusCode::OK,
-                        &present(def, &route.version, &out),
-                    ))
-                }
-                _ => {
-                    let kind = patch_kind.ok_or_else(|| {
-                        ApiError::unsupported_media(format!(
-                            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{}",
-                            if def.custom { "" } else { ", application/strategic-merge-patch+json" }
-                        ))
-                    })?;
-                    let body = match kind {
-                        PatchKind::Apply => {
-                            serde_yaml::from_slice::<Value>(&bytes).map_err(|e| {
-                                ApiError::bad_request(format!("error decoding YAML: {e}"))
-                            })?
-                        }
-                        _ => serde_json::from_slice::<Value>(&bytes).map_err(|e| {
-                            ApiError::bad_request(format!("error decoding patch: {e}"))
-                        })?,
-                    };
-                    if kind == PatchKind::Apply
-                        && query.get("fieldManager").is_none_or(|s| s.is_empty())
-                    {
-                        return Err(ApiError::invalid(
-                            "meta.k8s.io",
-                            "PatchOptions",
-                            "",
-                            vec![crate::errors::Cause {
-                                reason: "FieldValueRequired",
-                                message: "Required value: is required for apply patch".into(),
-                                field: "fieldManager".into(),
-                            }],
-                        ));
-                    }
-                    if kind != PatchKind::Apply && query.get("force").is_some() {
-                        return Err(ApiError::invalid(
-                            "meta.k8s.io",
-                            "PatchOptions",
-                            "",
-                            vec![crate::errors::Cause {
-                                reason: "FieldValueForbidden",
-                                message: "Forbidden: may not be specified for non-apply patch"
-                                    .into(),
-                                field: "force".into(),
-                            }],
-                        ));
-                    }
-                    let force = query.get("force").map(String::as_str) == Some("true");
-                    let (out, created) = ops::patch(app, &t, name, kind, &body, force)?;
-                    let code = if created {
-                        StatusCode::CREATED
-                    } else {
-                        StatusCode::OK
-                    };
-                    Ok(json_response(code, &present(def, &route.version, &out)))
-                }
-            };
-            written.map(|r| crate::validation::with_warnings(r, &decoding))
-        }
-        "delete" | "deletecollection" => {
-            let bytes = axum::body::to_bytes(body, app.opts.max_body_bytes)
-                .await
-                .map_err(|_| ApiError::too_large(app.opts.max_body_bytes))?;
-            let opts_body: Option<Value> = if bytes.iter().all(u8::is_ascii_whitespace) {
-                None
-            } else {
-                Some(decode(headers, &bytes)?)
-            };
-            let dry_run = parse_dry_run(query, opts_body.as_ref())?;
-            let mut opts = DeleteOpts {
-                propagation: query.get("propagationPolicy").cloned(),
-                ..Default::default()
-            };
-            if let Some(b) = &opts_body {
-                if let Some(p) = b.get("propagationPolicy").and_then(Value::as_str) {
-                    opts.propagation = Some(p.to_string());
-                }
-                if b.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
-                    opts.propagation = Some("Orphan".into());
-                }
-                opts.uid = b
-                    .pointer("/preconditions/uid")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-                opts.resource_version = b
-                    .pointer("/preconditions/resourceVersion")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-            }
-            let t = Target {
-                def,
-                version: &route.version,
-                namespace: ns,
-                subresource: None,
-                dry_run,
-                manager,
-                decoding: &crate::validation::SYSTEM,
-            };
-            if verb == "delete" {
-                return Ok(match ops::delete(app, &t, name, &opts)? {
-                    Deleted::Gone(obj) => {
-                        if def.custom {
-                            json_response(StatusCode::OK, &present(def, &route.version, &obj))
-                        } else {
-                            json_response(
-                                StatusCode::OK,
-                                &json!({
-                                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                                    "details": {"name": name, "group": def.group, "kind": def.resource,
-                                        "uid": obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)}
-                                }),
-                            )
-                        }
-                    }
-                    Deleted::Pending(obj) => {
-                        json_response(StatusCode::ACCEPTED, &present(def, &route.version, &obj))
-                    }
-                });
-            }
-            let labels =
-                LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
-                    .map_err(ApiError::bad_request)?;
-            let fields = FieldSelector::parse(
-                query.get("fieldSelector").map_or("", String::as_str),
-                extra_fields(&def.key()),
-            )
-            .map_err(ApiError::bad_request)?;
-            let prefix = if def.namespaced && !ns.is_empty() {
-                format!("{ns}/")
-            } else {
-                String::new()
-            };
-            let keep = |o: &Value| labels.matches(o) && fields.matches(o);
-            let page = app
-                .store
-                .page(&def.key(), &prefix, None, None, 0, &keep)
-                .map_err(|g| ApiError::too_old(g.requested, g.oldest))?;
-            let mut items = Vec::new();
-            for o in &page.items {
-                let n = crate::meta::name(o).unwrap_or_default().to_string();
-                let ons = crate::meta::str_field(o, "namespace")
-                    .unwrap_or("")
-                    .to_string();
-                let t = Target {
-                    namespace: &ons,
-                    ..t.clone()
-                };
-                match ops::delete(app, &t, &n, &opts) {
-                    Ok(Deleted::Gone(o) | Deleted::Pending(o)) => {
-                        items.push(present(def, &route.version, &o))
-                    }
-                    Err(e) if e.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(json_response(
-                StatusCode::OK,
-                &json!({
-                    "kind": def.list_kind, "apiVersion": def.group_version(&route.version),
-                    "metadata": {"resourceVersion": app.store.current_rv().to_string()}, "items": items
-                }),
-            ))
-        }
+        ("", "v1", "componentstatuses") => "v1 ComponentStatus is deprecated in v1.19+",
+        _ => return None,
+    };
+    HeaderValue::from_str(&format!("299 - \"{text}\"")).ok()
+}
+
+/// One resource request after routing, authorisation and faults: what the
+/// verb handlers (`read`, `write`, `delete`) need.
+pub(crate) struct Call<'a> {
+    pub(crate) app: &'a Arc<App>,
+    pub(crate) verb: &'a str,
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) query: &'a Q,
+    pub(crate) route: &'a Route,
+    pub(crate) manager: &'a str,
+    pub(crate) patch_kind: Option<PatchKind>,
+    pub(crate) stale_by: Option<u64>,
+    /// `Accept` asks for a Table.
+    pub(crate) as_table: bool,
+    /// `includeObject` of Table rows.
+    pub(crate) include_object: String,
+}
+
+impl Call<'_> {
+    pub(crate) fn ns(&self) -> &str {
+        self.route.namespace.as_deref().unwrap_or("")
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        self.route.name.as_deref().unwrap_or("")
+    }
+}
+
+/// Dispatches a verb to its handler.
+async fn execute(c: Call<'_>, body: Body) -> Result<Response, ApiError> {
+    if c.route.subresource.as_deref() == Some("scale") {
+        return scale(&c, body).await;
+    }
+    match c.verb {
+        "get" => read::get(&c),
+        "list" => list(
+            c.app,
+            c.route,
+            c.query,
+            c.as_table,
+            &c.include_object,
+            c.stale_by,
+        ),
+        "watch" => read::watch(&c),
+        "create" | "update" | "patch" => write::write(&c, body).await,
+        "delete" | "deletecollection" => delete::delete(&c, body).await,
         _ => Err(ApiError::method_not_allowed("unsupported verb")),
     }
 }
 
 /// The `/scale` subresource (see [`crate::scale`]).
-#[allow(clippy::too_many_arguments)]
-async fn scale(
-    app: &Arc<App>,
-    verb: &str,
-    headers: &HeaderMap,
-    query: &Q,
-    route: &Route,
-    body: Body,
-    manager: &str,
-    patch_kind: Option<PatchKind>,
-) -> Result<Response, ApiError> {
+async fn scale(c: &Call<'_>, body: Body) -> Result<Response, ApiError> {
+    let (app, verb, headers, query, route, manager, patch_kind) = (
+        c.app,
+        c.verb,
+        c.headers,
+        c.query,
+        c.route,
+        c.manager,
+        c.patch_kind,
+    );
     let bytes = axum::body::to_bytes(body, app.opts.max_body_bytes)
         .await
         .map_err(|_| ApiError::too_large(app.opts.max_body_bytes))?;
@@ -822,9 +617,14 @@ fn list(
         extra_fields(&def.key()),
     )
     .map_err(ApiError::bad_request)?;
+    // resourceVersion=0 without continue is served from kube-apiserver's
+    // watch cache, which ignores `limit` (informers' first list relies on it).
+    let from_cache = query.get("resourceVersion").map(String::as_str) == Some("0")
+        && query.get("continue").is_none_or(|c| c.is_empty());
     let limit = query
         .get("limit")
         .and_then(|s| s.parse::<usize>().ok())
+        .filter(|_| !from_cache)
         .unwrap_or(0);
     let ns = route.namespace.as_deref().unwrap_or("");
     let prefix = if def.namespaced && !ns.is_empty() {
@@ -832,9 +632,45 @@ fn list(
     } else {
         String::new()
     };
+    let (at_rv, after) = list_start(app, query, stale_by)?;
+    let keep = |o: &Value| labels.matches(o) && fields.matches(o);
+    let page = app
+        .store
+        .page(&def.key(), &prefix, after.as_deref(), at_rv, limit, &keep)
+        .map_err(|g| ApiError::too_old(g.requested, g.oldest))?;
+    let list_meta = list_meta(&page, query)?;
+    if as_table {
+        let items: Vec<Value> = page
+            .items
+            .iter()
+            .map(|o| present(def, &route.version, o))
+            .collect();
+        let refs: Vec<&Value> = items.iter().collect();
+        let t = crate::table::table(def, &route.version, &refs, list_meta, include_object, true);
+        return Ok(json_response(StatusCode::OK, &t));
+    }
+    let out = list_body(def, &route.version, &page, &list_meta)?;
+    Ok(bytes_response(StatusCode::OK, out))
+}
+
+/// Where a list starts: at which resourceVersion (a continue token's, an
+/// exact one, or a stale one under fault injection) and after which key.
+fn list_start(
+    app: &App,
+    query: &Q,
+    stale_by: Option<u64>,
+) -> Result<(Option<u64>, Option<String>), ApiError> {
     let mut at_rv = None;
     let mut after = None;
     if let Some(tok) = query.get("continue").filter(|s| !s.is_empty()) {
+        if query
+            .get("resourceVersion")
+            .is_some_and(|rv| !rv.is_empty() && rv != "0")
+        {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
         let bad = || {
             ApiError::bad_request(
                 "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
@@ -861,11 +697,12 @@ fn list(
         let now = app.store.current_rv();
         at_rv = Some(now.saturating_sub(behind).max(app.store.compacted_rv()));
     }
-    let keep = |o: &Value| labels.matches(o) && fields.matches(o);
-    let page = app
-        .store
-        .page(&def.key(), &prefix, after.as_deref(), at_rv, limit, &keep)
-        .map_err(|g| ApiError::too_old(g.requested, g.oldest))?;
+    Ok((at_rv, after))
+}
+
+/// The list's metadata: its resourceVersion and, when more follows, the
+/// continue token and (unfiltered lists only) how many items remain.
+fn list_meta(page: &crate::store::Page, query: &Q) -> Result<Value, ApiError> {
     let mut list_meta = json!({"resourceVersion": page.rv.to_string()});
     if let Some(last) = &page.more_after {
         let tok = ContinueToken {
@@ -883,17 +720,17 @@ fn list(
             list_meta["remainingItemCount"] = json!(page.remaining);
         }
     }
-    let gv = def.group_version(&route.version);
-    if as_table {
-        let items: Vec<Value> = page
-            .items
-            .iter()
-            .map(|o| present(def, &route.version, o))
-            .collect();
-        let refs: Vec<&Value> = items.iter().collect();
-        let t = crate::table::table(def, &route.version, &refs, list_meta, include_object, true);
-        return Ok(json_response(StatusCode::OK, &t));
-    }
+    Ok(list_meta)
+}
+
+/// The list as JSON, written item by item.
+fn list_body(
+    def: &ResourceDef,
+    version: &str,
+    page: &crate::store::Page,
+    list_meta: &Value,
+) -> Result<Vec<u8>, ApiError> {
+    let gv = def.group_version(version);
     // Streamed by hand so a 100k-item list is not copied into one big Value.
     let mut out = Vec::with_capacity(64 + page.items.len() * 512);
     out.extend_from_slice(b"{\"kind\":");
@@ -902,9 +739,9 @@ fn list(
     out.extend_from_slice(b",\"apiVersion\":");
     serde_json::to_writer(&mut out, &gv).map_err(|e| ApiError::internal(e.to_string()))?;
     out.extend_from_slice(b",\"metadata\":");
-    serde_json::to_writer(&mut out, &list_meta).map_err(|e| ApiError::internal(e.to_string()))?;
+    serde_json::to_writer(&mut out, list_meta).map_err(|e| ApiError::internal(e.to_string()))?;
     out.extend_from_slice(b",\"items\":[");
-    let read_defaults = crate::validation::defaults_on_read(def, &route.version);
+    let read_defaults = crate::validation::defaults_on_read(def, version);
     for (i, o) in page.items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -914,12 +751,12 @@ fn list(
         let r = if same {
             serde_json::to_writer(&mut out, &**o)
         } else {
-            serde_json::to_writer(&mut out, &present(def, &route.version, o))
+            serde_json::to_writer(&mut out, &present(def, version, o))
         };
         r.map_err(|e| ApiError::internal(e.to_string()))?;
     }
     out.extend_from_slice(b"]}");
-    Ok(bytes_response(StatusCode::OK, out))
+    Ok(out)
 }
 
 fn admin(app: &App, method: &Method, rest: &str, body: &Bytes) -> Response {
