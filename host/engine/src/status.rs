@@ -55,7 +55,7 @@ impl DesiredCondition {
 }
 
 /// What one reconcile wants the status to say.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct StatusUpdate {
     /// Conditions to set (Ready first).
     pub conditions: Vec<DesiredCondition>,
