@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use serde_json::json;
+use serde_json::{Value, json};
 use tracing::Instrument;
 use wr_runtime::FaultKind;
 
@@ -608,11 +608,6 @@ async fn write_status(
     parent: &DynamicObject,
     update: StatusUpdate,
 ) -> Result<(), Fail> {
-    let name = parent.metadata.name.clone().unwrap_or_default();
-    let pp = PatchParams {
-        field_manager: Some(ctl.target.field_manager.clone()),
-        ..PatchParams::default()
-    };
     let mut fresh: Option<DynamicObject> = None;
     for _ in 0..=CONFLICT_RETRIES {
         let base = fresh.as_ref().unwrap_or(parent);
@@ -627,25 +622,7 @@ async fn write_status(
             &now_rfc3339(),
         );
         let Some(new) = computed else {
-            ctl.status_accepted(key);
-            ctl.remember_status(key, current);
-            // The pass judged a parent snapshot taken when it started. If the
-            // cache moved on meanwhile (typically the echo of this host's own
-            // earlier status write, which did not count as drift while the
-            // memory still matched it), "already right" may be wrong: run
-            // again on the newer state. Checked after `remember_status`, so an
-            // echo arriving later is judged against what was remembered here.
-            let latest = ctl.parent_cache.get(key);
-            if fresh.is_none()
-                && latest.as_ref().and_then(|p| p.data.get("status")) != current
-                && latest.is_some()
-            {
-                tracing::debug!(
-                    action = "recheck-status",
-                    "parent status changed during the pass; reconciling again"
-                );
-                ctl.queue.add(key.clone());
-            }
+            already_right(ctl, key, current, fresh.is_none());
             return Ok(());
         };
         let restoring = ctl.status_seen.matches(key, current) == Some(false);
@@ -663,56 +640,119 @@ async fn write_status(
             );
             return Err(Fail::Backoff(Some(wait)));
         }
-        let body = json!({
-            "metadata": {"resourceVersion": base.metadata.resource_version},
-            "status": merge_patch(current, &new),
-        });
-        // Before the write: its watch echo may arrive before the response.
-        let before = ctl.status_seen.recall(key);
-        ctl.remember_status(key, Some(&new));
-        tracing::debug!(action = "write-status", "status changed; writing it");
-        let r = if ctl.target.parent.status_subresource {
-            api.patch_status(&name, &pp, &Patch::Merge(&body)).await
-        } else {
-            api.patch(&name, &pp, &Patch::Merge(&body)).await
+        let write = StatusWrite {
+            parent,
+            base,
+            new: &new,
+            restoring,
         };
-        match r {
-            Ok(stored) => {
-                ctl.status_accepted(key);
-                // What the server kept (it may prune or default fields).
-                ctl.remember_status(key, stored.data.get("status"));
-                if restoring {
-                    ctl.status_seen.restored(key, tokio::time::Instant::now());
-                }
-                return Ok(());
-            }
-            Err(e) if classify(&e) == ApiErrorClass::NotFound => return Ok(()),
-            Err(e) if matches!(classify(&e), ApiErrorClass::Invalid(_)) => {
-                // Not written: what was remembered still stands.
-                ctl.status_seen.reset(key, before);
-                status_rejected(ctl, key, parent, &e);
-                return Err(Fail::StatusRejected);
-            }
-            Err(e) if classify(&e) == ApiErrorClass::Conflict => {
-                // Not written: what was remembered still stands.
-                ctl.status_seen.reset(key, before);
-                // Usually only the status moved (our cache had not seen the
-                // last status write yet). While the spec the plugin answered
-                // for still stands, only the status write is retried on a fresh
-                // read: re-running the pass would call the plugin again and
-                // re-apply children against the same lagging child caches. Any
-                // other change that matters has queued another reconcile.
-                match api.get_opt(&name).await {
-                    Ok(Some(f)) if same_spec(parent, &f) => fresh = Some(f),
-                    Ok(Some(_)) => return Err(Fail::Conflict),
-                    Ok(None) => return Ok(()),
-                    Err(e) => return Err(api_fail(&e)),
-                }
-            }
-            Err(e) => return Err(api_fail(&e)),
+        match patch_status(ctl, key, api, write).await? {
+            None => return Ok(()),
+            Some(f) => fresh = Some(f),
         }
     }
     Err(Fail::Conflict)
+}
+
+/// The status is already right: remember it, and if the cache moved on
+/// during the pass, reconcile again.
+fn already_right(ctl: &Controller, key: &ObjectKey, current: Option<&Value>, first_read: bool) {
+    ctl.status_accepted(key);
+    ctl.remember_status(key, current);
+    // The pass judged a parent snapshot taken when it started. If the
+    // cache moved on meanwhile (typically the echo of this host's own
+    // earlier status write, which did not count as drift while the
+    // memory still matched it), "already right" may be wrong: run
+    // again on the newer state. Checked after `remember_status`, so an
+    // echo arriving later is judged against what was remembered here.
+    let latest = ctl.parent_cache.get(key);
+    if first_read
+        && latest.as_ref().and_then(|p| p.data.get("status")) != current
+        && latest.is_some()
+    {
+        tracing::debug!(
+            action = "recheck-status",
+            "parent status changed during the pass; reconciling again"
+        );
+        ctl.queue.add(key.clone());
+    }
+}
+
+/// One status write: the parent the pass judged, the object the write is
+/// based on (it or a fresh read), the new status, and whether it overwrites
+/// someone else's.
+struct StatusWrite<'a> {
+    parent: &'a DynamicObject,
+    base: &'a DynamicObject,
+    new: &'a Value,
+    restoring: bool,
+}
+
+/// Sends one status merge patch (resourceVersion precondition). `Ok(None)`:
+/// done; `Ok(Some(fresh))`: a conflict while the spec still stands — retry
+/// the status alone on `fresh` (rule 12).
+async fn patch_status(
+    ctl: &Controller,
+    key: &ObjectKey,
+    api: &Api<DynamicObject>,
+    w: StatusWrite<'_>,
+) -> Result<Option<DynamicObject>, Fail> {
+    let name = w.parent.metadata.name.clone().unwrap_or_default();
+    let pp = PatchParams {
+        field_manager: Some(ctl.target.field_manager.clone()),
+        ..PatchParams::default()
+    };
+    let body = json!({
+        "metadata": {"resourceVersion": w.base.metadata.resource_version},
+        "status": merge_patch(w.base.data.get("status"), w.new),
+    });
+    // Before the write: its watch echo may arrive before the response.
+    let before = ctl.status_seen.recall(key);
+    ctl.remember_status(key, Some(w.new));
+    tracing::debug!(action = "write-status", "status changed; writing it");
+    let r = if ctl.target.parent.status_subresource {
+        api.patch_status(&name, &pp, &Patch::Merge(&body)).await
+    } else {
+        api.patch(&name, &pp, &Patch::Merge(&body)).await
+    };
+    let e = match r {
+        Ok(stored) => {
+            ctl.status_accepted(key);
+            // What the server kept (it may prune or default fields).
+            ctl.remember_status(key, stored.data.get("status"));
+            if w.restoring {
+                ctl.status_seen.restored(key, tokio::time::Instant::now());
+            }
+            return Ok(None);
+        }
+        Err(e) => e,
+    };
+    match classify(&e) {
+        ApiErrorClass::NotFound => Ok(None),
+        ApiErrorClass::Invalid(_) => {
+            // Not written: what was remembered still stands.
+            ctl.status_seen.reset(key, before);
+            status_rejected(ctl, key, w.parent, &e);
+            Err(Fail::StatusRejected)
+        }
+        ApiErrorClass::Conflict => {
+            // Not written: what was remembered still stands.
+            ctl.status_seen.reset(key, before);
+            // Usually only the status moved (our cache had not seen the
+            // last status write yet). While the spec the plugin answered
+            // for still stands, only the status write is retried on a fresh
+            // read: re-running the pass would call the plugin again and
+            // re-apply children against the same lagging child caches. Any
+            // other change that matters has queued another reconcile.
+            match api.get_opt(&name).await {
+                Ok(Some(f)) if same_spec(w.parent, &f) => Ok(Some(f)),
+                Ok(Some(_)) => Err(Fail::Conflict),
+                Ok(None) => Ok(None),
+                Err(e) => Err(api_fail(&e)),
+            }
+        }
+        _ => Err(api_fail(&e)),
+    }
 }
 
 /// Reports a status the API server refused: a warning in the log (default

@@ -81,14 +81,12 @@ impl ControllerHandle {
             &mut *self.ctl.plugin.write().unwrap_or_else(|e| e.into_inner()),
             epoch,
         );
-        let old_gone = std::mem::replace(
-            &mut *self
-                .ctl
-                .epoch_gone
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-            Some(gone),
-        );
+        let old_gone = self
+            .ctl
+            .epoch_gone
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(gone);
         drop(old);
         for k in self.ctl.parent_cache.keys() {
             self.ctl.queue.add(k);
@@ -187,50 +185,52 @@ pub(crate) async fn start(
         target,
     });
     let subs = subscribe(&ctl);
-    let mut tasks = Vec::new();
-    let concurrency = ctl.target.concurrency;
-    let c = ctl.clone();
-    tasks.push(tokio::spawn(async move {
-        c.parent_cache.wait_synced().await;
-        for cache in c.child_caches.iter().chain(&c.related_caches) {
-            cache.wait_synced().await;
-        }
-        for key in c.parent_cache.keys() {
-            c.queue.add(key);
-        }
-    }));
-    for _ in 0..concurrency {
-        let c = ctl.clone();
-        tasks.push(tokio::spawn(async move {
-            // Workers wait for the first trigger; triggers only arrive after the
-            // sync task above has seen every cache complete its first list, or
-            // from watch events (which only flow once a cache is listing).
-            while let Some(key) = c.queue.next().await {
-                if !caches_synced(&c) {
-                    c.queue.done(
-                        &key,
-                        crate::queue::Outcome::Success {
-                            next: Some(Duration::from_millis(100)),
-                        },
-                    );
-                    continue;
-                }
-                let started = std::time::Instant::now();
-                let report = crate::reconcile::reconcile(&c, &key).await;
-                crate::observe::finished(
-                    c.observer.as_deref(),
-                    &c.target.name,
-                    &report,
-                    started.elapsed(),
-                );
-                c.queue.done(&key, report.outcome);
-            }
-        }));
+    let mut tasks = vec![tokio::spawn(enqueue_when_synced(ctl.clone()))];
+    for _ in 0..ctl.target.concurrency {
+        tasks.push(tokio::spawn(work(ctl.clone())));
     }
     if let Some(obs) = ctl.observer.clone() {
         tasks.push(tokio::spawn(sample(ctl.clone(), obs)));
     }
     Ok(ControllerHandle { ctl, subs, tasks })
+}
+
+/// Enqueues every parent once all caches have completed their first list.
+async fn enqueue_when_synced(c: Arc<Controller>) {
+    c.parent_cache.wait_synced().await;
+    for cache in c.child_caches.iter().chain(&c.related_caches) {
+        cache.wait_synced().await;
+    }
+    for key in c.parent_cache.keys() {
+        c.queue.add(key);
+    }
+}
+
+/// One worker: reconciles keys from the queue until it closes.
+async fn work(c: Arc<Controller>) {
+    // Workers wait for the first trigger; triggers only arrive after
+    // [`enqueue_when_synced`] has seen every cache complete its first list, or
+    // from watch events (which only flow once a cache is listing).
+    while let Some(key) = c.queue.next().await {
+        if !caches_synced(&c) {
+            c.queue.done(
+                &key,
+                crate::queue::Outcome::Success {
+                    next: Some(Duration::from_millis(100)),
+                },
+            );
+            continue;
+        }
+        let started = std::time::Instant::now();
+        let report = crate::reconcile::reconcile(&c, &key).await;
+        crate::observe::finished(
+            c.observer.as_deref(),
+            &c.target.name,
+            &report,
+            started.elapsed(),
+        );
+        c.queue.done(&key, report.outcome);
+    }
 }
 
 /// Reports queue depth/age and overdue finalizers about once a second until

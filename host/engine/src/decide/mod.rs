@@ -41,7 +41,7 @@ use crate::plugin::PluginError;
 use crate::queue::ObjectKey;
 use crate::status::{DesiredCondition, StatusUpdate, next_status};
 use crate::target::Target;
-use crate::validate::validate_response;
+use crate::validate::{DesiredChild, validate_response};
 
 #[cfg(test)]
 mod tests;
@@ -449,6 +449,32 @@ pub fn decide(
         }
     };
     let parent = &observed.parent;
+    Decision::Answered(Answer {
+        children: child_steps(target, parent, src, &desired),
+        deletes: delete_steps(target, observed, &desired),
+        conditions: resp
+            .conditions
+            .iter()
+            .map(DesiredCondition::from_plugin)
+            .collect(),
+        plugin_status: resp.status.clone(),
+        events: resp.events.iter().map(planned_event).collect(),
+        deleting: parent.metadata.deletion_timestamp.is_some(),
+        finalized: resp.finalized,
+        requeue_after: resp
+            .requeue_after_seconds
+            .map(|s| Duration::from_secs(u64::from(s))),
+    })
+}
+
+/// Rules 4–5: each desired child with the object the host applies and what
+/// to do with it, judged against whatever object holds its name now.
+fn child_steps(
+    target: &Target,
+    parent: &DynamicObject,
+    src: &dyn Source,
+    desired: &[DesiredChild],
+) -> Vec<ChildStep> {
     let uid = parent.metadata.uid.clone().unwrap_or_default();
     let owner = OwnerRef {
         api_version: target.parent.ar.api_version.clone(),
@@ -456,7 +482,7 @@ pub fn decide(
         name: parent.metadata.name.clone().unwrap_or_default(),
         uid: uid.clone(),
     };
-    let children = desired
+    desired
         .iter()
         .map(|d| {
             let kind = &target.children[d.kind_index];
@@ -477,8 +503,12 @@ pub fn decide(
                 object,
             }
         })
-        .collect();
-    let deletes = observed
+        .collect()
+}
+
+/// Rule 8: owned children the plugin no longer wants, unless already going.
+fn delete_steps(target: &Target, observed: &Observed, desired: &[DesiredChild]) -> Vec<DeleteStep> {
+    observed
         .children
         .iter()
         .filter(|(i, c)| {
@@ -502,34 +532,18 @@ pub fn decide(
                 uid: c.metadata.uid.clone().unwrap_or_default(),
             }
         })
-        .collect();
-    Decision::Answered(Answer {
-        children,
-        deletes,
-        conditions: resp
-            .conditions
-            .iter()
-            .map(DesiredCondition::from_plugin)
-            .collect(),
-        plugin_status: resp.status.clone(),
-        events: resp
-            .events
-            .iter()
-            .map(|e| PlannedEvent {
-                kind: match e.type_ {
-                    EventType::Normal => EventKind::Normal,
-                    EventType::Warning => EventKind::Warning,
-                },
-                reason: e.reason.clone(),
-                message: e.message.clone(),
-            })
-            .collect(),
-        deleting: parent.metadata.deletion_timestamp.is_some(),
-        finalized: resp.finalized,
-        requeue_after: resp
-            .requeue_after_seconds
-            .map(|s| Duration::from_secs(u64::from(s))),
-    })
+        .collect()
+}
+
+fn planned_event(e: &wr_runtime::Event) -> PlannedEvent {
+    PlannedEvent {
+        kind: match e.type_ {
+            EventType::Normal => EventKind::Normal,
+            EventType::Warning => EventKind::Warning,
+        },
+        reason: e.reason.clone(),
+        message: e.message.clone(),
+    }
 }
 
 fn failed(failure: PlanFailure) -> Failed {

@@ -351,14 +351,16 @@ fn rule05_a_child_is_written_only_when_it_differs_and_as_its_strategy_says() {
 fn rule06_errors_are_classified_and_permanent_ones_do_not_loop() {
     let t = target(UpdateMethod::InPlace, false);
     let err = |e: PluginError| Err(e);
-    let cases: Vec<(
+    // (plugin result, class, reason, remembered, requeue, counted as)
+    type Case = (
         Result<ReconcileResponse, PluginError>,
         FailureClass,
-        &str,
+        &'static str,
         bool,
         Requeue,
         ReconcileResult,
-    )> = vec![
+    );
+    let cases: Vec<Case> = vec![
         (
             err(PluginError::Permanent {
                 reason: "BadSpec".into(),
