@@ -8,6 +8,7 @@
 //! says `finalize: true`.
 
 pub mod apply;
+pub mod backoff;
 pub mod cache;
 pub mod chunked;
 pub mod controller;

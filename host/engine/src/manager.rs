@@ -593,10 +593,11 @@ pub const START_RETRY_CAP: Duration = Duration::from_secs(60);
 
 /// Delay after the `failures`-th consecutive failed start (1-based).
 fn start_retry_delay(failures: u32) -> Duration {
-    let shift = failures.saturating_sub(1).min(16);
-    START_RETRY_BASE
-        .saturating_mul(1u32 << shift)
-        .min(START_RETRY_CAP)
+    crate::backoff::Backoff {
+        base: START_RETRY_BASE,
+        cap: START_RETRY_CAP,
+    }
+    .delay(failures)
 }
 
 /// Puts the parents' status health on the WasmController:
