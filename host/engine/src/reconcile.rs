@@ -96,6 +96,14 @@ fn report(outcome: Outcome, verdict: Option<ReconcileResult>) -> ReconcileReport
     ReconcileReport { outcome, result }
 }
 
+/// `result` unless the plugin's verdict (a fault or a permanent error) outranks it.
+fn noted(verdict: Option<ReconcileResult>, result: ReconcileResult) -> Option<ReconcileResult> {
+    match verdict {
+        Some(r @ (ReconcileResult::PluginFault | ReconcileResult::PermanentError)) => Some(r),
+        _ => Some(result),
+    }
+}
+
 /// Runs passes until one finishes, reading the parent fresh after a conflict.
 async fn passes(
     ctl: &Arc<Controller>,
@@ -110,10 +118,8 @@ async fn passes(
             Err(Fail::StatusRejected) => {
                 ctl.set_health(key, Some(false));
                 let next = Some(ctl.jittered_resync());
-                return report(
-                    Outcome::Success { next },
-                    Some(ReconcileResult::PermanentError),
-                );
+                let counted = noted(verdict, ReconcileResult::PermanentError);
+                return report(Outcome::Success { next }, counted);
             }
             Err(Fail::Conflict) if attempt < CONFLICT_RETRIES => {
                 tracing::debug!(action = "refetch", "conflict; reading the parent fresh");
@@ -131,7 +137,7 @@ async fn passes(
             }
             Err(Fail::Conflict) => {
                 let outcome = Outcome::Failure { at_least: None };
-                return report(outcome, verdict.or(Some(ReconcileResult::Conflict)));
+                return report(outcome, noted(verdict, ReconcileResult::Conflict));
             }
         }
     }
@@ -821,6 +827,30 @@ mod tests {
                 status_only,
                 "{:?}",
                 fresh.metadata
+            );
+        }
+    }
+
+    #[test]
+    fn the_plugins_verdict_outranks_how_the_writes_went() {
+        use ReconcileResult::*;
+        let fail = Outcome::Failure { at_least: None };
+        let ok = Outcome::Success { next: None };
+        for (outcome, verdict, want) in [
+            (ok, Some(PermanentError), PermanentError),
+            (fail, Some(PluginFault), PluginFault),
+            (fail, noted(Some(TransientError), Conflict), Conflict),
+            (fail, noted(Some(PluginFault), Conflict), PluginFault),
+            (ok, noted(None, PermanentError), PermanentError),
+            // A conflict a later attempt got past is a success.
+            (ok, Some(Conflict), Success),
+            (fail, None, TransientError),
+            (Outcome::Forget, None, Success),
+        ] {
+            assert_eq!(
+                report(outcome, verdict).result,
+                want,
+                "{outcome:?} {verdict:?}"
             );
         }
     }
