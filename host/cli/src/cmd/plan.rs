@@ -2,8 +2,9 @@
 //! live parent of a WasmController, without writing anything.
 //!
 //! Thin on purpose: reading the controller, resolving its resources, listing
-//! the live state and planning each parent is `wr_engine::plan` (the same
-//! request building, output validation and child decisions as a reconcile);
+//! the live state and planning each parent is `wr_engine::plan`, which
+//! renders the decision of the engine's decision core (`wr_engine::decide`,
+//! the same functions a reconcile executes);
 //! this module connects, loads the candidate with the engine's `WasmLoader`
 //! under the controller's limits, and prints (`plan/text.rs`) or serializes
 //! the result. Its only API calls are GET (discovery, the WasmController) and
