@@ -19,8 +19,9 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use wr_engine::observe::{EngineObserver, FaultClass, ReconcileResult};
-use wr_engine::plan::{ParentResult, PlanTarget, Snapshot};
+use wr_engine::Target;
+use wr_engine::observe::{EngineObserver, FaultKind, ReconcileResult};
+use wr_engine::plan::{ParentResult, Snapshot};
 use wr_engine::{Manager, ManagerOptions, PluginLoader, ReconcilePlugin, WasmController};
 use wr_tests::cluster::*;
 use wr_tests::reload::{condition, controller_events};
@@ -197,13 +198,13 @@ async fn wait_cond(env: &Env, wc: &str, type_: &str, status: &str, reason: &str)
 /// Counts what the engine tells its observer.
 #[derive(Default)]
 struct Seen {
-    faults: Mutex<Vec<(String, Option<FaultClass>)>>,
+    faults: Mutex<Vec<(String, Option<FaultKind>)>>,
     results: Mutex<Vec<(String, ReconcileResult)>>,
     loads: Mutex<Vec<String>>,
 }
 
 impl EngineObserver for Seen {
-    fn plugin_call(&self, c: &str, _: Duration, fault: Option<FaultClass>) {
+    fn plugin_call(&self, c: &str, _: Duration, fault: Option<FaultKind>) {
         self.faults.lock().unwrap().push((c.to_string(), fault));
     }
     fn reconcile_finished(&self, c: &str, r: ReconcileResult, _: Duration) {
@@ -524,7 +525,7 @@ async fn a_crd_that_prunes_host_status_fields_is_reported_and_not_rewritten() ->
 
     // `plan` compares against what the server stores: nothing to write.
     let wc: WasmController = Api::all(env.client.clone()).get("status-legacy").await?;
-    let target = PlanTarget::resolve(&env.client, "status-legacy", &wc.spec).await?;
+    let target = Target::resolve(&env.client, "status-legacy", &wc.spec).await?;
     let snap = Snapshot::take(&env.client, &target).await?;
     let plan = wr_engine::plan::plan(&target, &snap, p, "2026-11-30T12:00:00Z", None).await;
     let l1 = plan
@@ -573,7 +574,7 @@ async fn invalid_output_counts_as_an_invalid_output_fault() -> Result<()> {
     ensure!(
         faults
             .iter()
-            .any(|(c, f)| c == "fault-invalid" && *f == Some(FaultClass::InvalidOutput)),
+            .any(|(c, f)| c == "fault-invalid" && *f == Some(FaultKind::InvalidOutput)),
         "plugin calls: {faults:?}"
     );
     ensure!(

@@ -19,9 +19,8 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result, ensure};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde_json::{Value, json};
-use wr_engine::plan::{
-    ConditionView, FieldChange, ParentResult, Plan, PlanTarget, PlannedAction, Snapshot,
-};
+use wr_engine::Target;
+use wr_engine::plan::{ConditionView, FieldChange, ParentResult, Plan, PlannedAction, Snapshot};
 use wr_runtime::{Condition, ConditionStatus, ReconcileRequest, ReconcileResponse};
 use wr_tests::cluster::*;
 use wr_tests::reload::*;
@@ -211,7 +210,7 @@ async fn plan_with(env: &Env, plugin: Arc<ScriptPlugin>) -> Result<Plan> {
     let client = kube::Client::try_from(config)?;
     let wcs: kube::Api<wr_engine::WasmController> = kube::Api::all(client.clone());
     let wc = wcs.get(CONTROLLER).await?;
-    let target = PlanTarget::resolve(&client, CONTROLLER, &wc.spec).await?;
+    let target = Target::resolve(&client, CONTROLLER, &wc.spec).await?;
     let snap = Snapshot::take(&client, &target).await?;
     Ok(wr_engine::plan::plan(&target, &snap, plugin, "2026-11-30T12:00:00Z", None).await)
 }

@@ -440,7 +440,7 @@ async fn a_faulty_version_is_rolled_back() -> Result<()> {
     let v1 = versioned("v1");
     let bad = ScriptPlugin::new("bad", |_, _| {
         Err(PluginError::Fault {
-            kind: "PluginTrap".into(),
+            kind: wr_runtime::FaultKind::Trap,
             message: "unreachable".into(),
         })
     });

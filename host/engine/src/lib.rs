@@ -8,10 +8,12 @@
 //! says `finalize: true`.
 
 pub mod apply;
+pub mod backoff;
 pub mod cache;
 pub mod chunked;
 pub mod controller;
 pub mod crd;
+pub mod decide;
 pub mod diff;
 pub mod errors;
 pub mod events;
@@ -29,10 +31,12 @@ pub mod resolve;
 pub mod rollout;
 pub mod status;
 pub mod status_schema;
+pub mod target;
 pub mod validate;
 pub mod wasm;
 
 pub use crd::{WasmController, WasmControllerSpec, WasmControllerStatus, crd_yaml};
 pub use manager::{EngineError, Manager, ManagerHandle, ManagerOptions, engine_config};
-pub use observe::{EngineObserver, FaultClass, ReconcileResult};
+pub use observe::{EngineObserver, FaultKind, ReconcileReport, ReconcileResult};
 pub use plugin::{PluginError, PluginLoader, ReconcilePlugin};
+pub use target::Target;

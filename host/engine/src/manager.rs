@@ -248,29 +248,7 @@ async fn sync_controller(
     let generation = wc.metadata.generation;
 
     if wc.metadata.deletion_timestamp.is_some() {
-        stop(inner, &name).await;
-        if !has(&wc, CLEANUP_FINALIZER) {
-            return Outcome::Forget;
-        }
-        return match release_parents(inner, &name, &wc.spec).await {
-            Ok(()) => {
-                let dyn_obj = obj.clone();
-                let wc_api: Api<DynamicObject> = Api::all_with(inner.client.clone(), &inner.wc_ar);
-                match finalize::remove(&wc_api, &dyn_obj, CLEANUP_FINALIZER, MANAGER_FIELD_MANAGER)
-                    .await
-                {
-                    Ok(()) => Outcome::Forget,
-                    Err(e) => {
-                        tracing::warn!(controller = %name, error = %e, "removing cleanup finalizer failed");
-                        Outcome::Failure { at_least: None }
-                    }
-                }
-            }
-            Err(e) => {
-                tracing::warn!(controller = %name, error = %e, "releasing parents failed; retrying");
-                Outcome::Failure { at_least: None }
-            }
-        };
+        return sync_deleted(inner, &name, &wc, obj).await;
     }
     if !has(&wc, CLEANUP_FINALIZER) {
         let wc_api: Api<DynamicObject> = Api::all_with(inner.client.clone(), &inner.wc_ar);
@@ -286,23 +264,7 @@ async fn sync_controller(
     let mut status = wc.status.clone().unwrap_or_default();
     if let Err(e) = wc.spec.validate() {
         stop(inner, &name).await;
-        set_cond(
-            &mut status,
-            "PluginLoaded",
-            false,
-            "InvalidSpec",
-            &e.to_string(),
-            generation,
-        );
-        set_cond(
-            &mut status,
-            "Ready",
-            false,
-            "InvalidSpec",
-            &e.to_string(),
-            generation,
-        );
-        write_wc_status(&api, &wc, status).await;
+        report_invalid_spec(&api, &wc, status, &e.to_string()).await;
         return Outcome::Success { next: None };
     }
 
@@ -506,44 +468,14 @@ async fn sync_controller(
                 }
                 Err(e) => {
                     drop(running);
-                    let message = e.to_string();
-                    let (news, delay) = {
-                        let mut st = lock(&inner.plugins);
-                        let ps = st.entry(name.clone()).or_default();
-                        // Keep the loaded version: a retry must not load it again.
-                        ps.loaded = Some(LoadedVersion {
-                            digest: digest.clone(),
-                            result: Ok(plugin),
-                            load_ms,
-                        });
-                        ps.start_failures = ps.start_failures.saturating_add(1);
-                        let news = ps.start_error.as_deref() != Some(message.as_str());
-                        ps.start_error = Some(message.clone());
-                        (news, start_retry_delay(ps.start_failures))
+                    let failed = FailedStart {
+                        name: &name,
+                        wc: &wc,
+                        digest,
+                        plugin,
+                        load_ms,
                     };
-                    let retry_s = delay.as_secs();
-                    if news {
-                        tracing::warn!(controller = %name, error = %message, retry_s, "controller cannot start; retrying with backoff");
-                        inner.events.record(
-                            &wc_regarding(&wc),
-                            EventKind::Warning,
-                            "CannotStart",
-                            &message,
-                        );
-                    } else {
-                        tracing::debug!(controller = %name, error = %message, retry_s, "controller still cannot start");
-                    }
-                    set_cond(&mut status, "PluginLoaded", true, "Loaded", "", generation);
-                    status.plugin_digest = Some(digest);
-                    set_cond(
-                        &mut status,
-                        "Ready",
-                        false,
-                        "ResourceNotFound",
-                        &message,
-                        generation,
-                    );
-                    write_wc_status(&api, &wc, status).await;
+                    let delay = start_failed(inner, &api, failed, status, &e.to_string()).await;
                     return Outcome::Success { next: Some(delay) };
                 }
             }
@@ -584,6 +516,105 @@ async fn sync_controller(
     }
 }
 
+/// A WasmController being deleted: stop its controller, release its parents'
+/// finalizers, then its own cleanup finalizer.
+async fn sync_deleted(
+    inner: &Arc<Inner>,
+    name: &str,
+    wc: &WasmController,
+    obj: &DynamicObject,
+) -> Outcome {
+    stop(inner, name).await;
+    if !has(wc, CLEANUP_FINALIZER) {
+        return Outcome::Forget;
+    }
+    if let Err(e) = release_parents(inner, name, &wc.spec).await {
+        tracing::warn!(controller = %name, error = %e, "releasing parents failed; retrying");
+        return Outcome::Failure { at_least: None };
+    }
+    let wc_api: Api<DynamicObject> = Api::all_with(inner.client.clone(), &inner.wc_ar);
+    match finalize::remove(&wc_api, obj, CLEANUP_FINALIZER, MANAGER_FIELD_MANAGER).await {
+        Ok(()) => Outcome::Forget,
+        Err(e) => {
+            tracing::warn!(controller = %name, error = %e, "removing cleanup finalizer failed");
+            Outcome::Failure { at_least: None }
+        }
+    }
+}
+
+/// Says on the WasmController that its spec is invalid.
+async fn report_invalid_spec(
+    api: &Api<WasmController>,
+    wc: &WasmController,
+    mut status: WasmControllerStatus,
+    message: &str,
+) {
+    let generation = wc.metadata.generation;
+    for cond in ["PluginLoaded", "Ready"] {
+        set_cond(&mut status, cond, false, "InvalidSpec", message, generation);
+    }
+    write_wc_status(api, wc, status).await;
+}
+
+/// A controller that could not start, with the version it was to run.
+struct FailedStart<'a> {
+    name: &'a str,
+    wc: &'a WasmController,
+    digest: String,
+    plugin: Arc<dyn ReconcilePlugin>,
+    load_ms: Option<u64>,
+}
+
+/// Records a failed start (keeping the loaded version so a retry does not
+/// load it again), says it once, and returns when to try again.
+async fn start_failed(
+    inner: &Arc<Inner>,
+    api: &Api<WasmController>,
+    f: FailedStart<'_>,
+    mut status: WasmControllerStatus,
+    message: &str,
+) -> Duration {
+    let (name, wc, generation) = (f.name, f.wc, f.wc.metadata.generation);
+    let (news, delay) = {
+        let mut st = lock(&inner.plugins);
+        let ps = st.entry(name.to_string()).or_default();
+        // Keep the loaded version: a retry must not load it again.
+        ps.loaded = Some(LoadedVersion {
+            digest: f.digest.clone(),
+            result: Ok(f.plugin),
+            load_ms: f.load_ms,
+        });
+        ps.start_failures = ps.start_failures.saturating_add(1);
+        let news = ps.start_error.as_deref() != Some(message);
+        ps.start_error = Some(message.to_string());
+        (news, start_retry_delay(ps.start_failures))
+    };
+    let retry_s = delay.as_secs();
+    if news {
+        tracing::warn!(controller = %name, error = %message, retry_s, "controller cannot start; retrying with backoff");
+        inner.events.record(
+            &wc_regarding(wc),
+            EventKind::Warning,
+            "CannotStart",
+            message,
+        );
+    } else {
+        tracing::debug!(controller = %name, error = %message, retry_s, "controller still cannot start");
+    }
+    set_cond(&mut status, "PluginLoaded", true, "Loaded", "", generation);
+    status.plugin_digest = Some(f.digest);
+    set_cond(
+        &mut status,
+        "Ready",
+        false,
+        "ResourceNotFound",
+        message,
+        generation,
+    );
+    write_wc_status(api, wc, status).await;
+    delay
+}
+
 /// First delay before retrying a controller that could not start (a child or
 /// parent kind the cluster does not serve yet); doubles per failure.
 pub const START_RETRY_BASE: Duration = Duration::from_secs(1);
@@ -593,10 +624,11 @@ pub const START_RETRY_CAP: Duration = Duration::from_secs(60);
 
 /// Delay after the `failures`-th consecutive failed start (1-based).
 fn start_retry_delay(failures: u32) -> Duration {
-    let shift = failures.saturating_sub(1).min(16);
-    START_RETRY_BASE
-        .saturating_mul(1u32 << shift)
-        .min(START_RETRY_CAP)
+    crate::backoff::Backoff {
+        base: START_RETRY_BASE,
+        cap: START_RETRY_CAP,
+    }
+    .delay(failures)
 }
 
 /// Puts the parents' status health on the WasmController:

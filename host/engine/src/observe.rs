@@ -7,21 +7,20 @@
 //! without metrics. Every method has an empty default body. Calls happen on the
 //! reconcile path, so implementations must be cheap and must not block.
 //!
-//! The result of a reconcile is classified from its [`Outcome`] plus notes the
-//! reconcile leaves on the way ([`note`], a task-local set by the worker loop
-//! in [`observed`]) — the plugin's verdict and a final write conflict — so the
-//! reconcile code itself needs no extra return values.
+//! A reconcile returns a typed [`ReconcileReport`] (its queue outcome and how it
+//! counts); the worker loop hands it to [`finished`]. Fault kinds are the
+//! runtime's [`FaultKind`], carried as a type up to the metrics.
 
-use std::cell::Cell;
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::api::DynamicObject;
+pub use wr_runtime::FaultKind;
 
 use crate::plugin::PluginError;
 use crate::queue::Outcome;
 
-/// How a reconcile ended (the `result` label of the reconcile metrics).
+/// How a reconcile ended (the `result` label of the reconcile metrics; the one
+/// type the engine and `wr_operator::Metrics` share).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReconcileResult {
     /// Plugin ran and every write succeeded (or the parent is gone).
@@ -39,19 +38,13 @@ pub enum ReconcileResult {
     PluginFault,
 }
 
-/// Which sandbox limit or failure stopped a plugin call.
+/// What one reconcile did: when to run it next, and how it counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultClass {
-    /// A WebAssembly trap (or a host-side failure while running the plugin).
-    Trap,
-    /// The wall-clock budget ran out.
-    Timeout,
-    /// The fuel budget ran out.
-    Fuel,
-    /// The memory cap was hit.
-    Memory,
-    /// The output was malformed or too large.
-    InvalidOutput,
+pub struct ReconcileReport {
+    /// For the work queue.
+    pub outcome: Outcome,
+    /// For the metrics.
+    pub result: ReconcileResult,
 }
 
 /// Receives the engine's events. All methods default to doing nothing.
@@ -59,7 +52,7 @@ pub trait EngineObserver: Send + Sync {
     /// A reconcile of a parent of `controller` ended.
     fn reconcile_finished(&self, _controller: &str, _result: ReconcileResult, _took: Duration) {}
     /// A plugin call returned; `fault` is set when the sandbox stopped it.
-    fn plugin_call(&self, _controller: &str, _took: Duration, _fault: Option<FaultClass>) {}
+    fn plugin_call(&self, _controller: &str, _took: Duration, _fault: Option<FaultKind>) {}
     /// A parent was scheduled again after a failed reconcile.
     fn retry(&self, _controller: &str) {}
     /// Sampled about once a second: keys waiting to run and the oldest one's wait.
@@ -83,95 +76,25 @@ pub trait EngineObserver: Send + Sync {
     fn caches_synced(&self) {}
 }
 
-tokio::task_local! {
-    static NOTE: Cell<Option<ReconcileResult>>;
-}
-
-/// Leaves a note about the reconcile running on this task (no-op outside
-/// [`observed`]). A plugin fault or permanent error outranks later notes.
-pub(crate) fn note(result: ReconcileResult) {
-    let _ = NOTE.try_with(|n| {
-        let keep = matches!(
-            n.get(),
-            Some(ReconcileResult::PluginFault | ReconcileResult::PermanentError)
-        );
-        if !keep {
-            n.set(Some(result));
-        }
-    });
-}
-
-/// Runs one reconcile and reports its result, duration and retry.
-pub(crate) async fn observed(
+/// Reports one finished reconcile: its result, duration and retry.
+pub(crate) fn finished(
     observer: Option<&dyn EngineObserver>,
     controller: &str,
-    reconcile: impl Future<Output = Outcome>,
-) -> Outcome {
-    let Some(obs) = observer else {
-        return reconcile.await;
-    };
-    let started = Instant::now();
-    let (outcome, noted) = NOTE
-        .scope(Cell::new(None), async {
-            let o = reconcile.await;
-            (o, NOTE.with(Cell::get))
-        })
-        .await;
-    let result = classify(outcome, noted);
-    obs.reconcile_finished(controller, result, started.elapsed());
-    if matches!(outcome, Outcome::Failure { .. }) {
+    report: &ReconcileReport,
+    took: Duration,
+) {
+    let Some(obs) = observer else { return };
+    obs.reconcile_finished(controller, report.result, took);
+    if matches!(report.outcome, Outcome::Failure { .. }) {
         obs.retry(controller);
     }
-    outcome
 }
 
-/// The `result` label from the queue outcome and the notes left on the way.
-fn classify(outcome: Outcome, noted: Option<ReconcileResult>) -> ReconcileResult {
-    match (noted, outcome) {
-        (Some(r @ (ReconcileResult::PluginFault | ReconcileResult::PermanentError)), _) => r,
-        (Some(ReconcileResult::Conflict), Outcome::Failure { .. }) => ReconcileResult::Conflict,
-        (_, Outcome::Failure { .. }) => ReconcileResult::TransientError,
-        (_, Outcome::Success { .. } | Outcome::Forget) => ReconcileResult::Success,
-    }
-}
-
-/// Reports one plugin call and notes its verdict for the reconcile result.
-pub(crate) fn plugin_returned<T>(
-    observer: Option<&dyn EngineObserver>,
-    controller: &str,
-    took: Duration,
-    result: &Result<T, PluginError>,
-) {
-    let fault = match result {
-        Ok(_) => None,
-        Err(e) => fault_class(e),
-    };
-    match (result, fault) {
-        (_, Some(_)) => note(ReconcileResult::PluginFault),
-        (Err(PluginError::Permanent { .. }), None) => note(ReconcileResult::PermanentError),
-        _ => {}
-    }
-    if let Some(obs) = observer {
-        obs.plugin_call(controller, took, fault);
-    }
-}
-
-/// The fault class of a plugin error; `None` for the plugin's own verdicts.
-/// Malformed output arrives as a permanent `InvalidPluginOutput` (see
-/// [`crate::wasm::map_error`]) but is a sandbox fault for the metrics.
-pub fn fault_class(e: &PluginError) -> Option<FaultClass> {
+/// The sandbox fault of a plugin error; `None` for the plugin's own verdicts.
+pub fn fault_kind(e: &PluginError) -> Option<FaultKind> {
     match e {
-        PluginError::Permanent { reason, .. } if reason == "InvalidPluginOutput" => {
-            Some(FaultClass::InvalidOutput)
-        }
+        PluginError::Fault { kind, .. } => Some(*kind),
         PluginError::Permanent { .. } | PluginError::Transient { .. } => None,
-        PluginError::Fault { kind, .. } => Some(match kind.as_str() {
-            "PluginTimeout" => FaultClass::Timeout,
-            "PluginFuelExhausted" => FaultClass::Fuel,
-            "PluginMemoryLimit" => FaultClass::Memory,
-            "PluginInvalidOutput" | "PluginResponseTooLarge" => FaultClass::InvalidOutput,
-            _ => FaultClass::Trap,
-        }),
     }
 }
 
@@ -277,59 +200,6 @@ mod tests {
         assert_eq!(not_ready_duration(&ready, &broken), None);
     }
 
-    #[test]
-    fn faults_and_permanent_errors_win_over_the_outcome() {
-        let fail = Outcome::Failure { at_least: None };
-        let ok = Outcome::Success { next: None };
-        assert_eq!(
-            classify(ok, Some(ReconcileResult::PermanentError)),
-            ReconcileResult::PermanentError
-        );
-        assert_eq!(
-            classify(fail, Some(ReconcileResult::PluginFault)),
-            ReconcileResult::PluginFault
-        );
-        assert_eq!(
-            classify(fail, Some(ReconcileResult::Conflict)),
-            ReconcileResult::Conflict
-        );
-        // A conflict that a later attempt got past is a success.
-        assert_eq!(
-            classify(ok, Some(ReconcileResult::Conflict)),
-            ReconcileResult::Success
-        );
-        assert_eq!(classify(fail, None), ReconcileResult::TransientError);
-        assert_eq!(classify(Outcome::Forget, None), ReconcileResult::Success);
-    }
-
-    #[test]
-    fn sandbox_faults_map_to_classes_and_verdicts_do_not() {
-        let f = |kind: &str| PluginError::Fault {
-            kind: kind.into(),
-            message: String::new(),
-        };
-        assert_eq!(fault_class(&f("PluginTimeout")), Some(FaultClass::Timeout));
-        assert_eq!(
-            fault_class(&f("PluginFuelExhausted")),
-            Some(FaultClass::Fuel)
-        );
-        assert_eq!(
-            fault_class(&f("PluginMemoryLimit")),
-            Some(FaultClass::Memory)
-        );
-        assert_eq!(fault_class(&f("PluginTrap")), Some(FaultClass::Trap));
-        let invalid = PluginError::Permanent {
-            reason: "InvalidPluginOutput".into(),
-            message: String::new(),
-        };
-        assert_eq!(fault_class(&invalid), Some(FaultClass::InvalidOutput));
-        let verdict = PluginError::Permanent {
-            reason: "BadSpec".into(),
-            message: String::new(),
-        };
-        assert_eq!(fault_class(&verdict), None);
-    }
-
     #[derive(Default)]
     struct Count(std::sync::Mutex<Vec<(ReconcileResult, bool)>>);
 
@@ -345,30 +215,41 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn notes_left_inside_the_reconcile_reach_the_observer() {
+    #[test]
+    fn a_failed_report_counts_its_result_and_a_retry() {
         let c = Count::default();
-        let out = observed(Some(&c), "web", async {
-            plugin_returned::<()>(
-                None,
-                "web",
-                Duration::ZERO,
-                &Err(PluginError::Fault {
-                    kind: "PluginTrap".into(),
-                    message: String::new(),
-                }),
-            );
-            Outcome::Failure { at_least: None }
-        })
-        .await;
-        assert_eq!(out, Outcome::Failure { at_least: None });
+        let report = ReconcileReport {
+            outcome: Outcome::Failure { at_least: None },
+            result: ReconcileResult::PluginFault,
+        };
+        finished(Some(&c), "web", &report, Duration::ZERO);
+        let ok = ReconcileReport {
+            outcome: Outcome::Success { next: None },
+            result: ReconcileResult::Success,
+        };
+        finished(Some(&c), "web", &ok, Duration::ZERO);
         assert_eq!(
             *c.0.lock().unwrap(),
             vec![
                 (ReconcileResult::PluginFault, false),
-                (ReconcileResult::TransientError, true)
+                (ReconcileResult::TransientError, true),
+                (ReconcileResult::Success, false),
             ]
         );
+    }
+
+    #[test]
+    fn only_sandbox_faults_have_a_fault_kind() {
+        let fault = PluginError::Fault {
+            kind: FaultKind::FuelExhausted,
+            message: String::new(),
+        };
+        assert_eq!(fault_kind(&fault), Some(FaultKind::FuelExhausted));
+        let verdict = PluginError::Permanent {
+            reason: "BadSpec".into(),
+            message: String::new(),
+        };
+        assert_eq!(fault_kind(&verdict), None);
     }
 
     #[test]

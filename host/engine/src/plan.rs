@@ -1,14 +1,14 @@
 //! Preview of a candidate plugin over a controller's live parents
 //! (`wasm-reconciler plan`): what a rollout would do, computed without writing.
 //!
-//! For each parent it builds the `ReconcileRequest` a reconcile would build
-//! (same parent, children owned through the controller owner reference,
-//! related objects, `finalizing`, `config`, managedFields stripped), calls the
-//! candidate, validates the answer with [`validate_response`], and decides each
-//! child with [`apply::decide`] — the function the reconcile path acts on — so
-//! the preview and the rollout cannot disagree. Status is computed with
-//! [`next_status`], the function the reconcile path writes with. Plugins are
-//! pure functions of the request, so the result is exact for the state read.
+//! For each parent it asks the decision core ([`crate::decide`]) — the same
+//! functions the reconcile path executes — for the admission (finalizer,
+//! skip), the request (same parent, owned children, related objects,
+//! `finalizing`, `config`, managedFields stripped), and, with the candidate's
+//! answer, the decision (validation, each child's action, deletions, status,
+//! requeue), and renders that decision instead of writing it. So the preview
+//! and the rollout cannot disagree. Plugins are pure functions of the
+//! request, so the result is exact for the state read.
 //!
 //! What a plan cannot know: API errors a write would meet, objects changing
 //! between the plan and the rollout, and the host's in-memory hold on parents
@@ -17,32 +17,24 @@
 mod fields;
 mod report;
 mod snapshot;
-mod target;
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::api::DynamicObject;
 use serde_json::Value;
-use wr_runtime::ReconcileRequest;
 
-use crate::apply::{self, ChildAction, OwnerRef};
-use crate::controller::StartError;
-use crate::crd::RelatedScope;
-use crate::finalize;
-use crate::plugin::{PluginError, ReconcilePlugin};
+use crate::apply::ChildAction;
+use crate::decide::{self, Decision, Source, Then};
+use crate::plugin::ReconcilePlugin;
 use crate::queue::ObjectKey;
-use crate::status::{DesiredCondition, StatusMode, StatusUpdate, next_status};
-use crate::status_schema::StatusSchema;
-use crate::validate::validate_response;
+use crate::status::StatusUpdate;
+use crate::target::{StartError, Target};
 
+pub use crate::decide::{FailureClass, FinalizerChange, PlanFailure};
 pub use fields::{ConditionChange, ConditionView, FieldChange};
-pub use report::{
-    ActionTotals, ChildPlan, FailureClass, FinalizerChange, ParentPlan, ParentResult, Plan,
-    PlanFailure, PlannedAction, Summary,
-};
+pub use report::{ActionTotals, ChildPlan, ParentPlan, ParentResult, Plan, PlannedAction, Summary};
 pub use snapshot::Snapshot;
-pub use target::{PlanTarget, TargetChild, TargetRelated, call_limits, related_matches};
 
 /// `apiVersion` of the JSON plan document.
 pub const PLAN_API_VERSION: &str = "wasm-reconciler.dev/plan/v1";
@@ -65,7 +57,7 @@ pub enum PlanError {
 }
 /// Plans every parent in `snap` (or those in `only`), `target.concurrency` at a time.
 pub async fn plan(
-    target: &PlanTarget,
+    target: &Target,
     snap: &Snapshot,
     plugin: Arc<dyn ReconcilePlugin>,
     now: &str,
@@ -83,12 +75,6 @@ pub async fn plan(
         .collect()
         .await;
     Plan::new(&target.name, plugin.digest(), now, planned)
-}
-
-fn to_json(o: &DynamicObject) -> Value {
-    let mut o = o.clone();
-    o.metadata.managed_fields = None;
-    serde_json::to_value(&o).unwrap_or(Value::Null)
 }
 
 fn empty_plan(parent: &DynamicObject, finalizing: bool) -> ParentPlan {
@@ -109,294 +95,152 @@ fn empty_plan(parent: &DynamicObject, finalizing: bool) -> ParentPlan {
     }
 }
 
-/// Plans one parent: the same steps as one reconcile, without the writes.
+/// Plans one parent: the decision one reconcile would take
+/// ([`crate::decide`]), rendered without the writes.
 pub async fn plan_parent(
-    target: &PlanTarget,
+    target: &Target,
     snap: &Snapshot,
     parent: &DynamicObject,
     plugin: &dyn ReconcilePlugin,
     now: &str,
 ) -> ParentPlan {
-    let deleting = parent.metadata.deletion_timestamp.is_some();
-    let has_fin = finalize::has_finalizer(parent, &target.finalizer);
-    let mut out = empty_plan(parent, deleting);
-    let mut parent = parent.clone();
-    if deleting && !has_fin {
+    let mut out = empty_plan(parent, parent.metadata.deletion_timestamp.is_some());
+    // A plan does not know the host's in-memory hold on failed parents.
+    let admission = decide::admit(target, parent, None);
+    out.finalizer = admission.finalizer;
+    if let Then::Stop(why) = admission.then {
         out.result = ParentResult::Skipped;
-        out.skipped = Some("being deleted without this controller's finalizer".into());
+        out.skipped = Some(why.into());
         return out;
     }
-    if deleting && !target.finalize {
-        out.result = ParentResult::Skipped;
-        out.finalizer = Some(FinalizerChange::Remove);
-        out.skipped = Some("being deleted and finalize is off: finalizer released".into());
-        return out;
-    }
-    if !deleting && target.finalize && !has_fin {
-        out.finalizer = Some(FinalizerChange::Add);
-        parent
-            .metadata
-            .finalizers
-            .get_or_insert_with(Vec::new)
-            .push(target.finalizer.clone());
-    } else if !target.finalize && has_fin {
-        out.finalizer = Some(FinalizerChange::Remove);
-        if let Some(f) = parent.metadata.finalizers.as_mut() {
-            f.retain(|x| *x != target.finalizer);
+    let parent = decide::with_finalizer(target, parent, admission.finalizer);
+    let observed = decide::observe(target, parent, snap);
+    let req = decide::request(target, &observed, now);
+    let result = plugin.reconcile(&req, &target.limits).await;
+    let current = observed.parent.data.get("status");
+    let generation = observed.parent.metadata.generation;
+    match decide::decide(target, &observed, snap, &result) {
+        Decision::Failed(f) => {
+            status_effect(&mut out, target, current, generation, &f.status, now);
+            out.result = ParentResult::Error;
+            out.error = Some(f.failure);
         }
-    }
-    let uid = out.uid.clone();
-    let parent_ns = parent
-        .metadata
-        .namespace
-        .clone()
-        .filter(|_| target.parent.namespaced);
-
-    // Observed children and related objects, selected as the reconcile does.
-    let mut observed: Vec<(usize, &DynamicObject)> = Vec::new();
-    for (i, kind) in target.children.iter().enumerate() {
-        for c in snap.owned_by(i, &uid) {
-            if !kind.resolved.namespaced
-                || !target.parent.namespaced
-                || c.metadata.namespace == parent.metadata.namespace
-            {
-                observed.push((i, c));
+        Decision::Answered(answer) => {
+            out.requeue_after_seconds = result.as_ref().ok().and_then(|r| r.requeue_after_seconds);
+            for step in &answer.children {
+                let existing = snap.child(
+                    step.kind,
+                    &ObjectKey {
+                        namespace: step.namespace.clone(),
+                        name: step.name.clone(),
+                    },
+                );
+                out.children
+                    .push(child_plan(target, step, existing.as_deref()));
             }
-        }
-    }
-    let mut related = Vec::new();
-    for (i, r) in target.related.iter().enumerate() {
-        let ns = match (r.rule.scope, target.parent.namespaced) {
-            (RelatedScope::Namespace, true) => parent.metadata.namespace.as_deref(),
-            _ => None,
-        };
-        for o in snap.related_in(i, ns) {
-            if related_matches(&r.rule, r.selector.as_ref(), o) {
-                related.push(to_json(o));
+            for d in &answer.deletes {
+                let r = &target.children[d.kind].resolved.ar;
+                out.children.push(ChildPlan {
+                    api_version: r.api_version.clone(),
+                    kind: r.kind.clone(),
+                    namespace: d.namespace.clone(),
+                    name: d.name.clone(),
+                    action: PlannedAction::Delete,
+                    uid: Some(d.uid.clone()),
+                    changes: Vec::new(),
+                    message: None,
+                });
             }
-        }
-    }
-    let req = ReconcileRequest {
-        parent: to_json(&parent),
-        children: observed.iter().map(|(_, c)| to_json(c)).collect(),
-        related,
-        finalizing: deleting,
-        config: target.config.clone(),
-        now: now.to_string(),
-    };
-    let current_status = parent.data.get("status");
-    let failed = |out: &mut ParentPlan, f: PlanFailure| {
-        // The engine writes Ready=False and keeps the plugin's other conditions.
-        let update = StatusUpdate {
-            conditions: vec![DesiredCondition::ready(false, &f.reason, &f.message)],
-            replace_conditions: false,
-            plugin_status: None,
-        };
-        status_effect(
-            out,
-            target.status_schema.as_ref(),
-            target.status_mode,
-            current_status,
-            parent.metadata.generation,
-            &update,
-            now,
-        );
-        out.result = ParentResult::Error;
-        out.error = Some(f);
-    };
-
-    let resp = match plugin.reconcile(&req, &target.limits).await {
-        Ok(r) => r,
-        Err(e) => {
-            failed(&mut out, failure_of(e));
-            return out;
-        }
-    };
-    let desired = match validate_response(&resp, &target.declared, parent_ns.as_deref()) {
-        Ok(d) => d,
-        Err(invalid) => {
-            failed(
-                &mut out,
-                PlanFailure {
-                    class: FailureClass::InvalidOutput,
-                    reason: "InvalidPluginOutput".into(),
-                    message: invalid.0,
-                },
-            );
-            return out;
-        }
-    };
-    out.requeue_after_seconds = resp.requeue_after_seconds;
-
-    let owner = OwnerRef {
-        api_version: target.parent.ar.api_version.clone(),
-        kind: target.parent.ar.kind.clone(),
-        name: out.name.clone(),
-        uid: uid.clone(),
-    };
-    let mut conflict: Option<String> = None;
-    for d in &desired {
-        let kind = &target.children[d.kind_index];
-        let obj = apply::desired_object(&d.object, &owner);
-        let key = ObjectKey {
-            namespace: d.namespace.clone(),
-            name: d.name.clone(),
-        };
-        let existing = snap.child(d.kind_index, &key);
-        let action = apply::decide(&obj, existing, &uid, kind.method);
-        let mut child = ChildPlan {
-            api_version: kind.resolved.ar.api_version.clone(),
-            kind: kind.resolved.ar.kind.clone(),
-            namespace: d.namespace.clone(),
-            name: d.name.clone(),
-            action: PlannedAction::Unchanged,
-            uid: existing.and_then(|e| e.metadata.uid.clone()),
-            changes: Vec::new(),
-            message: None,
-        };
-        let explain = |e: Option<&DynamicObject>| match e {
-            Some(e) => fields::child_changes(
-                &obj,
-                &serde_json::to_value(e).unwrap_or(Value::Null),
-                e.metadata.managed_fields.as_deref().unwrap_or(&[]),
-                &target.field_manager,
-            ),
-            None => Vec::new(),
-        };
-        child.action = match action {
-            ChildAction::Create => PlannedAction::Create,
-            ChildAction::Unchanged => PlannedAction::Unchanged,
-            ChildAction::Wait => PlannedAction::Wait,
-            ChildAction::Apply => PlannedAction::Change,
-            ChildAction::Recreate { .. } => PlannedAction::Recreate,
-            ChildAction::Left => PlannedAction::Leave,
-            ChildAction::Collision(why) => {
-                let label =
-                    apply::child_label(&kind.resolved.ar.kind, d.namespace.as_deref(), &d.name);
-                let message = apply::collision_message(&label, &why);
-                conflict.get_or_insert_with(|| message.clone());
-                child.message = Some(message);
-                PlannedAction::Conflict
+            // Without API errors, the only problems are the known collisions.
+            let settle = answer.settle(&answer.known_problems());
+            if settle.remove_finalizer {
+                out.finalizer = Some(FinalizerChange::Remove);
             }
-        };
-        if matches!(
-            child.action,
-            PlannedAction::Change | PlannedAction::Recreate | PlannedAction::Leave
-        ) {
-            child.changes = explain(existing);
+            if let Some(update) = &settle.status {
+                status_effect(&mut out, target, current, generation, update, now);
+            }
+            let writes = out.status_write
+                || out.finalizer.is_some()
+                || out
+                    .children
+                    .iter()
+                    .any(|c| !matches!(c.action, PlannedAction::Unchanged | PlannedAction::Leave));
+            out.result = if writes {
+                ParentResult::Changes
+            } else {
+                ParentResult::Unchanged
+            };
         }
-        out.children.push(child);
     }
-    for (i, c) in &observed {
-        let name = c.metadata.name.clone().unwrap_or_default();
-        let wanted = desired
-            .iter()
-            .any(|d| d.kind_index == *i && d.name == name && d.namespace == c.metadata.namespace);
-        if wanted || c.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let r = &target.children[*i].resolved.ar;
-        out.children.push(ChildPlan {
-            api_version: r.api_version.clone(),
-            kind: r.kind.clone(),
-            namespace: c.metadata.namespace.clone(),
-            name,
-            action: PlannedAction::Delete,
-            uid: c.metadata.uid.clone(),
-            changes: Vec::new(),
-            message: None,
-        });
-    }
-
-    let ready = match &conflict {
-        None => DesiredCondition::ready(true, "Reconciled", ""),
-        Some(m) => DesiredCondition::ready(false, "ChildConflict", m),
-    };
-    let mut conditions = vec![ready];
-    conditions.extend(resp.conditions.iter().map(DesiredCondition::from_plugin));
-    if deleting && resp.finalized && conflict.is_none() {
-        out.finalizer = Some(FinalizerChange::Remove);
-    } else {
-        let update = StatusUpdate {
-            conditions,
-            replace_conditions: true,
-            plugin_status: resp.status.clone(),
-        };
-        status_effect(
-            &mut out,
-            target.status_schema.as_ref(),
-            target.status_mode,
-            current_status,
-            parent.metadata.generation,
-            &update,
-            now,
-        );
-    }
-    let writes = out.status_write
-        || out.finalizer.is_some()
-        || out
-            .children
-            .iter()
-            .any(|c| !matches!(c.action, PlannedAction::Unchanged | PlannedAction::Leave));
-    out.result = if writes {
-        ParentResult::Changes
-    } else {
-        ParentResult::Unchanged
-    };
     out
 }
 
-/// The status the reconcile would write, compared as the API server would
-/// store it: fields the parent CRD prunes neither count as changes nor make a
-/// write (the reconcile path skips such a write too).
+/// How a plan shows one decided child.
+fn child_plan(
+    target: &Target,
+    step: &decide::ChildStep,
+    existing: Option<&DynamicObject>,
+) -> ChildPlan {
+    let r = &target.children[step.kind].resolved.ar;
+    let action = match &step.action {
+        ChildAction::Create => PlannedAction::Create,
+        ChildAction::Unchanged => PlannedAction::Unchanged,
+        ChildAction::Wait => PlannedAction::Wait,
+        ChildAction::Apply => PlannedAction::Change,
+        ChildAction::Recreate { .. } => PlannedAction::Recreate,
+        ChildAction::Left => PlannedAction::Leave,
+        ChildAction::Collision(_) => PlannedAction::Conflict,
+    };
+    let changes = match existing {
+        Some(e)
+            if matches!(
+                action,
+                PlannedAction::Change | PlannedAction::Recreate | PlannedAction::Leave
+            ) =>
+        {
+            fields::child_changes(
+                &step.object,
+                &serde_json::to_value(e).unwrap_or(Value::Null),
+                e.metadata.managed_fields.as_deref().unwrap_or(&[]),
+                &target.field_manager,
+            )
+        }
+        _ => Vec::new(),
+    };
+    ChildPlan {
+        api_version: r.api_version.clone(),
+        kind: r.kind.clone(),
+        namespace: step.namespace.clone(),
+        name: step.name.clone(),
+        action,
+        uid: step.existing_uid.clone(),
+        changes,
+        message: step.collision().map(|p| p.message),
+    }
+}
+
+/// The status the reconcile would write ([`decide::status_to_write`]),
+/// shown as the API server would store it.
 fn status_effect(
     out: &mut ParentPlan,
-    schema: Option<&StatusSchema>,
-    mode: StatusMode,
+    target: &Target,
     current: Option<&Value>,
     generation: Option<i64>,
     update: &StatusUpdate,
     now: &str,
 ) {
-    let Some(new) = next_status(current, generation, update, mode, now) else {
+    let Some(new) = decide::status_to_write(target, current, generation, update, now) else {
         return;
     };
-    let stored = match schema {
+    let stored = match target.schema() {
         Some(s) => s.stored(&new),
         None => Some(new),
     };
-    if stored.as_ref() == current {
-        return;
-    }
     let empty = Value::Object(Default::default());
     let stored = stored.unwrap_or_else(|| empty.clone());
     out.status_write = true;
     out.conditions = fields::condition_changes(current, Some(&stored));
     out.status = fields::value_changes(current.unwrap_or(&empty), &stored, &["conditions"]);
-}
-
-fn failure_of(e: PluginError) -> PlanFailure {
-    match e {
-        PluginError::Permanent { reason, message } => PlanFailure {
-            class: if reason == "InvalidPluginOutput" {
-                FailureClass::InvalidOutput
-            } else {
-                FailureClass::Permanent
-            },
-            reason,
-            message,
-        },
-        PluginError::Transient { reason, message } => PlanFailure {
-            class: FailureClass::Transient,
-            reason,
-            message,
-        },
-        PluginError::Fault { kind, message } => PlanFailure {
-            class: FailureClass::Fault,
-            reason: kind,
-            message,
-        },
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use wr_runtime::{CallLimits, ReconcileRequest, ReconcileResponse};
+use wr_runtime::{CallLimits, FaultKind, ReconcileRequest, ReconcileResponse};
 
 /// Why a plugin call produced no usable answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -29,11 +29,14 @@ pub enum PluginError {
         /// Detail.
         message: String,
     },
-    /// The sandbox stopped the call (trap, timeout, fuel, memory, malformed output).
-    #[error("plugin fault {kind}: {message}")]
+    /// The sandbox stopped the call (trap, timeout, fuel, memory, malformed
+    /// output): the runtime's own fault kind, carried as a type up to the
+    /// metrics. Malformed output (`FaultKind::InvalidOutput`) is not retried,
+    /// like output the host's validation rejects ([`crate::decide`]).
+    #[error("plugin fault ({kind}): {message}")]
     Fault {
-        /// Which limit or failure, e.g. `Trap`, `Timeout`.
-        kind: String,
+        /// Which limit or failure.
+        kind: FaultKind,
         /// Detail.
         message: String,
     },

@@ -50,33 +50,7 @@ impl std::fmt::Display for ObjectKey {
     }
 }
 
-/// Backoff settings.
-#[derive(Debug, Clone, Copy)]
-pub struct Backoff {
-    /// Delay after the first failure.
-    pub base: Duration,
-    /// Upper bound.
-    pub cap: Duration,
-}
-
-impl Default for Backoff {
-    /// 5 ms doubling to 5 minutes: fast retries for blips, bounded load for
-    /// persistent failures.
-    fn default() -> Self {
-        Self {
-            base: Duration::from_millis(5),
-            cap: Duration::from_secs(300),
-        }
-    }
-}
-
-impl Backoff {
-    /// Delay after the `failures`-th consecutive failure (1-based).
-    pub fn delay(&self, failures: u32) -> Duration {
-        let shift = failures.saturating_sub(1).min(30);
-        self.base.saturating_mul(1u32 << shift).min(self.cap)
-    }
-}
+pub use crate::backoff::Backoff;
 
 /// How a run of a key ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,16 +267,7 @@ mod tests {
         ObjectKey::new(Some("ns"), n)
     }
 
-    #[test]
-    fn backoff_starts_at_5ms_doubles_and_caps() {
-        let b = Backoff::default();
-        assert_eq!(b.delay(1), Duration::from_millis(5));
-        assert_eq!(b.delay(2), Duration::from_millis(10));
-        assert_eq!(b.delay(4), Duration::from_millis(40));
-        assert_eq!(b.delay(40), Duration::from_secs(300));
-    }
-
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn depth_and_oldest_follow_the_ready_keys() {
         let q = WorkQueue::new(Backoff::default());
         assert_eq!(q.depth_and_oldest(), (0, None));
@@ -319,7 +284,7 @@ mod tests {
         assert!(q.is_closed());
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn duplicate_adds_collapse_into_one_run() {
         let q = WorkQueue::new(Backoff::default());
         for _ in 0..100 {
@@ -332,7 +297,7 @@ mod tests {
         assert_eq!(q.ready_len(), 0);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_key_is_never_handed_out_twice_at_once() {
         let q = WorkQueue::new(Backoff::default());
         q.add(k("a"));
@@ -344,7 +309,7 @@ mod tests {
         assert_eq!(q.next().await, Some(k("a")));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn failures_back_off_exponentially_and_success_resets() {
         let q = WorkQueue::new(Backoff::default());
         q.add(k("a"));
@@ -353,19 +318,39 @@ mod tests {
             let key = q.next().await.unwrap();
             delays.push(q.done(&key, Outcome::Failure { at_least: None }).unwrap());
         }
-        assert_eq!(delays, [5, 10, 20, 40].map(Duration::from_millis).to_vec());
+        // Each delay is the backoff's for that many failures (jittered up to twice the nominal).
+        for (n, d) in (1..).zip(&delays) {
+            let nominal = Backoff::default().nominal(n);
+            assert!(*d >= nominal && *d <= nominal * 2, "{n}: {d:?}");
+        }
         let key = q.next().await.unwrap();
         q.done(&key, Outcome::Success { next: None });
         assert_eq!(q.failures(&k("a")), 0);
         q.add(k("a"));
         let key = q.next().await.unwrap();
-        assert_eq!(
-            q.done(&key, Outcome::Failure { at_least: None }),
-            Some(Duration::from_millis(5))
+        let first = q.done(&key, Outcome::Failure { at_least: None }).unwrap();
+        assert!(
+            first <= Duration::from_millis(10),
+            "reset to the base: {first:?}"
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_key_runs_again_only_after_its_backoff() {
+        let q = WorkQueue::new(Backoff::default());
+        q.add(k("a"));
+        let key = q.next().await.unwrap();
+        let start = Instant::now();
+        let d = q.done(&key, Outcome::Failure { at_least: None }).unwrap();
+        // Paused time: nothing is due before the delay (less the timer's 1 ms
+        // granularity), the key is after it.
+        let early = tokio::time::timeout(d - Duration::from_millis(1), q.next()).await;
+        assert!(early.is_err(), "handed out before its backoff of {d:?}");
+        assert_eq!(q.next().await, Some(k("a")));
+        assert!(Instant::now().duration_since(start) >= d);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn retry_after_is_a_floor() {
         let q = WorkQueue::new(Backoff::default());
         q.add(k("a"));
@@ -379,7 +364,7 @@ mod tests {
         assert_eq!(d, Some(Duration::from_secs(3)));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn earliest_timer_wins_for_triggers_and_done_replaces_it() {
         let q = WorkQueue::new(Backoff::default());
         q.add_after(k("a"), Duration::from_secs(100));
@@ -403,7 +388,7 @@ mod tests {
         assert!(woke.is_err(), "the 1 h resync replaced earlier timers");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn forget_drops_the_timer_and_close_ends_workers() {
         let q = WorkQueue::new(Backoff::default());
         q.add(k("a"));

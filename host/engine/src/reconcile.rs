@@ -1,8 +1,12 @@
-//! One reconcile of one parent, in the order the rulebook requires:
-//! read parent from cache → finalize protocol if deleting → otherwise ensure the
-//! finalizer before anything is created → collect owned children and related
-//! objects → call the plugin → validate its output → apply → delete unwanted
-//! children → patch status → record events → schedule the next run.
+//! Executes one reconcile of one parent: reads the parent from the cache, asks
+//! the decision core ([`crate::decide`]) what to do, and carries it out
+//! against the API server — finalizer first, then the plugin call, then
+//! children (apply, recreate, delete), status, events and the next run —
+//! returning a typed [`ReconcileReport`].
+//!
+//! What is decided lives in `decide`; this module only knows how to write it
+//! and what the API server's answers mean (conflicts re-read, 429 waits,
+//! 422 on status is reported, not retried).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,17 +14,21 @@ use std::time::Duration;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use tracing::Instrument;
-use wr_runtime::{EventType, ReconcileRequest, ReconcileResponse};
+use wr_runtime::FaultKind;
 
-use crate::apply::{self, ChildAction, OwnerRef};
-use crate::controller::{Controller, PermanentFailure, count_call};
+use crate::apply::{self, ChildAction};
+use crate::controller::state::Controller;
+use crate::decide::{
+    self, Answer, ChildStep, Decision, DeleteStep, Failed, FailureClass, FinalizerChange, Problem,
+    Requeue, Then,
+};
 use crate::errors::{ApiErrorClass, classify, is_precondition_failure};
 use crate::events::{EventKind, Regarding};
 use crate::finalize;
+use crate::observe::{ReconcileReport, ReconcileResult};
 use crate::plugin::PluginError;
 use crate::queue::{ObjectKey, Outcome};
-use crate::status::{DesiredCondition, StatusUpdate, merge_patch, next_status};
-use crate::validate::validate_response;
+use crate::status::{StatusUpdate, merge_patch};
 
 /// How many times one reconcile re-reads the parent after a conflict.
 const CONFLICT_RETRIES: usize = 3;
@@ -46,14 +54,14 @@ fn api_fail(e: &kube::Error) -> Fail {
     }
 }
 
-/// Runs one reconcile of `key` and says when to run it next.
-pub(crate) async fn reconcile(ctl: &Arc<Controller>, key: &ObjectKey) -> Outcome {
+/// Runs one reconcile of `key` and says when to run it next and how it counts.
+pub(crate) async fn reconcile(ctl: &Arc<Controller>, key: &ObjectKey) -> ReconcileReport {
     ctl.stats
         .reconciles
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let Some(cached) = ctl.parent_cache.get(key) else {
         forget(ctl, key);
-        return Outcome::Forget;
+        return report(Outcome::Forget, None);
     };
     let reconcile_id = uuid::Uuid::new_v4().simple().to_string();
     // A WARN-level span: enabled at the default `warn` filter, so the
@@ -62,7 +70,7 @@ pub(crate) async fn reconcile(ctl: &Arc<Controller>, key: &ObjectKey) -> Outcome
     // filtered out with them and leave those warnings anonymous.
     let span = tracing::warn_span!(
         "reconcile",
-        controller = %ctl.name,
+        controller = %ctl.target.name,
         namespace = key.namespace.as_deref().unwrap_or(""),
         name = %key.name,
         generation = cached.metadata.generation.unwrap_or(0),
@@ -71,23 +79,47 @@ pub(crate) async fn reconcile(ctl: &Arc<Controller>, key: &ObjectKey) -> Outcome
     // One aggregated child-change event per reconcile (see crate::events).
     let uid = cached.metadata.uid.clone().unwrap_or_default();
     ctl.events.begin_batch(&uid);
-    let outcome = passes(ctl, key, (*cached).clone()).instrument(span).await;
+    let report = passes(ctl, key, (*cached).clone()).instrument(span).await;
     ctl.events.end_batch(&uid);
-    outcome
+    report
+}
+
+/// The report of a reconcile: the plugin's verdict (a fault or a permanent
+/// error) outranks how the writes went; otherwise a failure is transient.
+fn report(outcome: Outcome, verdict: Option<ReconcileResult>) -> ReconcileReport {
+    let result = match (verdict, outcome) {
+        (Some(r @ (ReconcileResult::PluginFault | ReconcileResult::PermanentError)), _) => r,
+        (Some(ReconcileResult::Conflict), Outcome::Failure { .. }) => ReconcileResult::Conflict,
+        (_, Outcome::Failure { .. }) => ReconcileResult::TransientError,
+        (_, Outcome::Success { .. } | Outcome::Forget) => ReconcileResult::Success,
+    };
+    ReconcileReport { outcome, result }
+}
+
+/// `result` unless the plugin's verdict (a fault or a permanent error) outranks it.
+fn noted(verdict: Option<ReconcileResult>, result: ReconcileResult) -> Option<ReconcileResult> {
+    match verdict {
+        Some(r @ (ReconcileResult::PluginFault | ReconcileResult::PermanentError)) => Some(r),
+        _ => Some(result),
+    }
 }
 
 /// Runs passes until one finishes, reading the parent fresh after a conflict.
-async fn passes(ctl: &Arc<Controller>, key: &ObjectKey, mut parent: DynamicObject) -> Outcome {
+async fn passes(
+    ctl: &Arc<Controller>,
+    key: &ObjectKey,
+    mut parent: DynamicObject,
+) -> ReconcileReport {
+    let mut verdict = None;
     for attempt in 0..=CONFLICT_RETRIES {
-        match pass(ctl, key, parent).await {
-            Ok(next) => return Outcome::Success { next },
-            Err(Fail::Backoff(at_least)) => return Outcome::Failure { at_least },
+        match pass(ctl, key, parent, &mut verdict).await {
+            Ok(next) => return report(Outcome::Success { next }, verdict),
+            Err(Fail::Backoff(at_least)) => return report(Outcome::Failure { at_least }, verdict),
             Err(Fail::StatusRejected) => {
-                crate::observe::note(crate::observe::ReconcileResult::PermanentError);
                 ctl.set_health(key, Some(false));
-                return Outcome::Success {
-                    next: Some(ctl.jittered_resync()),
-                };
+                let next = Some(ctl.jittered_resync());
+                let counted = noted(verdict, ReconcileResult::PermanentError);
+                return report(Outcome::Success { next }, counted);
             }
             Err(Fail::Conflict) if attempt < CONFLICT_RETRIES => {
                 tracing::debug!(action = "refetch", "conflict; reading the parent fresh");
@@ -95,22 +127,21 @@ async fn passes(ctl: &Arc<Controller>, key: &ObjectKey, mut parent: DynamicObjec
                     Ok(Some(p)) => parent = p,
                     Ok(None) => {
                         forget(ctl, key);
-                        return Outcome::Forget;
+                        return report(Outcome::Forget, verdict);
                     }
                     Err(e) => {
-                        return Outcome::Failure {
-                            at_least: retry_floor(&e),
-                        };
+                        let at_least = retry_floor(&e);
+                        return report(Outcome::Failure { at_least }, verdict);
                     }
                 }
             }
             Err(Fail::Conflict) => {
-                crate::observe::note(crate::observe::ReconcileResult::Conflict);
-                return Outcome::Failure { at_least: None };
+                let outcome = Outcome::Failure { at_least: None };
+                return report(outcome, noted(verdict, ReconcileResult::Conflict));
             }
         }
     }
-    Outcome::Failure { at_least: None }
+    report(Outcome::Failure { at_least: None }, verdict)
 }
 
 fn retry_floor(e: &kube::Error) -> Option<Duration> {
@@ -121,24 +152,22 @@ fn retry_floor(e: &kube::Error) -> Option<Duration> {
 }
 
 fn forget(ctl: &Controller, key: &ObjectKey) {
-    ctl.permanent
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(key);
+    ctl.forget_permanent(key);
     ctl.set_health(key, None);
     ctl.forget_status(key);
     ctl.status_accepted(key);
 }
 
 fn parent_api(ctl: &Controller, key: &ObjectKey) -> Api<DynamicObject> {
-    match (&key.namespace, ctl.parent.namespaced) {
-        (Some(ns), true) => Api::namespaced_with(ctl.client.clone(), ns, &ctl.parent.ar),
-        _ => Api::all_with(ctl.client.clone(), &ctl.parent.ar),
+    let parent = &ctl.target.parent;
+    match (&key.namespace, parent.namespaced) {
+        (Some(ns), true) => Api::namespaced_with(ctl.client.clone(), ns, &parent.ar),
+        _ => Api::all_with(ctl.client.clone(), &parent.ar),
     }
 }
 
 fn child_api(ctl: &Controller, kind: usize, ns: Option<&str>) -> Api<DynamicObject> {
-    let r = &ctl.children[kind].resolved;
+    let r = &ctl.target.children[kind].resolved;
     match ns {
         Some(ns) if r.namespaced => Api::namespaced_with(ctl.client.clone(), ns, &r.ar),
         _ => Api::all_with(ctl.client.clone(), &r.ar),
@@ -147,8 +176,8 @@ fn child_api(ctl: &Controller, kind: usize, ns: Option<&str>) -> Api<DynamicObje
 
 fn regarding(ctl: &Controller, p: &DynamicObject) -> Regarding {
     Regarding {
-        api_version: ctl.parent.ar.api_version.clone(),
-        kind: ctl.parent.ar.kind.clone(),
+        api_version: ctl.target.parent.ar.api_version.clone(),
+        kind: ctl.target.parent.ar.kind.clone(),
         namespace: p.metadata.namespace.clone(),
         name: p.metadata.name.clone().unwrap_or_default(),
         uid: p.metadata.uid.clone().unwrap_or_default(),
@@ -169,287 +198,192 @@ pub(crate) fn whole_seconds(t: k8s_openapi::jiff::Timestamp) -> String {
         .to_string()
 }
 
-/// A problem found while applying children; reported on Ready.
+/// A problem a write met (or a collision); reported on Ready, maybe retried.
 struct ChildProblem {
-    reason: &'static str,
-    message: String,
+    problem: Problem,
     retry: Option<Fail>,
 }
 
+/// One pass: admission, plugin call, decision, execution.
 async fn pass(
     ctl: &Arc<Controller>,
     key: &ObjectKey,
-    mut parent: DynamicObject,
+    parent: DynamicObject,
+    verdict: &mut Option<ReconcileResult>,
 ) -> Result<Option<Duration>, Fail> {
     let api = parent_api(ctl, key);
-    let uid = parent.metadata.uid.clone().unwrap_or_default();
-    let generation = parent.metadata.generation;
-    let deleting = parent.metadata.deletion_timestamp.is_some();
-    let has_fin = finalize::has_finalizer(&parent, &ctl.finalizer);
-
-    if deleting {
-        if !has_fin {
-            // Not ours to hold up; garbage collection removes the children.
-            return Ok(None);
-        }
-        if !ctl.finalize {
-            tracing::info!(
-                action = "remove-finalizer",
-                "finalize disabled; releasing parent"
-            );
-            finalize::remove(&api, &parent, &ctl.finalizer, &ctl.field_manager)
-                .await
-                .map_err(|e| precondition_or(&e))?;
-            return Ok(None);
-        }
-    } else if ctl.finalize && !has_fin {
-        tracing::info!(
-            action = "add-finalizer",
-            "adding finalizer before any child exists"
-        );
-        parent = finalize::add(&api, &parent, &ctl.finalizer, &ctl.field_manager)
-            .await
-            .map_err(|e| precondition_or(&e))?;
-    } else if !ctl.finalize && has_fin {
-        finalize::remove(&api, &parent, &ctl.finalizer, &ctl.field_manager)
-            .await
-            .map_err(|e| precondition_or(&e))?;
-        return Err(Fail::Conflict);
-    }
-
-    if !deleting && let Some((wait, reason, message)) = permanent_wait(ctl, key, &uid, generation) {
+    let Some((parent, then)) = admit(ctl, key, &api, parent).await? else {
+        return Ok(None);
+    };
+    if let Then::Hold { status, wait } = then {
         tracing::debug!(
             action = "skip",
             "permanent error for this generation; waiting"
         );
         // No plugin call, but the status still says what this host decided
         // (someone may have overwritten it since).
-        write_status(
-            ctl,
-            key,
-            &api,
-            &parent,
-            StatusUpdate {
-                conditions: vec![DesiredCondition::ready(false, &reason, &message)],
-                replace_conditions: false,
-                plugin_status: None,
-            },
-        )
-        .await?;
+        write_status(ctl, key, &api, &parent, status).await?;
         return Ok(Some(wait));
     }
-
-    // Collect observed state from the caches.
-    let mut observed: Vec<(usize, Arc<DynamicObject>)> = Vec::new();
-    for (i, kind) in ctl.children.iter().enumerate() {
-        for child in kind.cache.owned_by(&uid) {
-            let ok_ns = !kind.resolved.namespaced
-                || !ctl.parent.namespaced
-                || child.metadata.namespace == parent.metadata.namespace;
-            if ok_ns {
-                observed.push((i, child));
-            }
-        }
-    }
-    let mut related = Vec::new();
-    for r in &ctl.related {
-        let ns = match (r.rule.scope, ctl.parent.namespaced) {
-            (crate::crd::RelatedScope::Namespace, true) => parent.metadata.namespace.as_deref(),
-            _ => None,
-        };
-        for o in r.cache.in_namespace(ns) {
-            if r.matches(&o) {
-                related.push(to_json(&o));
-            }
-        }
-    }
-    let req = ReconcileRequest {
-        parent: to_json(&parent),
-        children: observed.iter().map(|(_, c)| to_json(c)).collect(),
-        related,
-        finalizing: deleting,
-        config: ctl.config.clone(),
-        now: now_rfc3339(),
-    };
-
-    count_call(ctl);
+    let observed = decide::observe(&ctl.target, parent, ctl.as_ref());
+    let req = decide::request(&ctl.target, &observed, &now_rfc3339());
+    ctl.count_call();
     let plugin = ctl.plugin();
     let started = std::time::Instant::now();
-    let result = plugin.reconcile(&req, &ctl.limits).await;
+    let result = plugin.reconcile(&req, &ctl.target.limits).await;
     let took = started.elapsed();
-    let on = regarding(ctl, &parent);
-    let resp = match result {
-        Ok(r) => r,
-        Err(e) => {
-            crate::observe::plugin_returned(
-                ctl.observer.as_deref(),
-                &ctl.name,
-                took,
-                &Err::<(), _>(e.clone()),
-            );
-            return plugin_failed(ctl, key, &api, &parent, &on, e).await;
+    drop(plugin);
+    let decision = decide::decide(&ctl.target, &observed, ctl.as_ref(), &result);
+    report_call(ctl, took, &result, &decision);
+    let parent = observed.parent;
+    match decision {
+        Decision::Failed(f) => {
+            *verdict = Some(f.result);
+            execute_failure(ctl, key, &api, &parent, f).await
         }
-    };
+        Decision::Answered(a) => execute_answer(ctl, key, &api, &parent, &a).await,
+    }
+}
 
-    let validated = validate_response(
-        &resp,
-        &ctl.declared,
-        parent
-            .metadata
-            .namespace
-            .as_deref()
-            .filter(|_| ctl.parent.namespaced),
+/// Carries out [`decide::admit`]: the finalizer change, then either stop
+/// (`None`), or the parent to go on with and what next.
+async fn admit(
+    ctl: &Controller,
+    key: &ObjectKey,
+    api: &Api<DynamicObject>,
+    parent: DynamicObject,
+) -> Result<Option<(DynamicObject, Then)>, Fail> {
+    let t = &ctl.target;
+    let hold = match parent.metadata.deletion_timestamp {
+        Some(_) => None,
+        None => ctl.hold(
+            key,
+            parent.metadata.uid.as_deref().unwrap_or_default(),
+            parent.metadata.generation,
+        ),
+    };
+    let admission = decide::admit(t, &parent, hold.as_ref());
+    let stop = matches!(admission.then, Then::Stop(_));
+    let parent = match admission.finalizer {
+        Some(FinalizerChange::Add) => {
+            tracing::info!(
+                action = "add-finalizer",
+                "adding finalizer before any child exists"
+            );
+            finalize::add(api, &parent, &t.finalizer, &t.field_manager)
+                .await
+                .map_err(|e| precondition_or(&e))?
+        }
+        Some(FinalizerChange::Remove) => {
+            tracing::info!(
+                action = "remove-finalizer",
+                "finalize disabled; releasing parent"
+            );
+            finalize::remove(api, &parent, &t.finalizer, &t.field_manager)
+                .await
+                .map_err(|e| precondition_or(&e))?;
+            // Released while deleting: done. Otherwise read it again.
+            return if stop { Ok(None) } else { Err(Fail::Conflict) };
+        }
+        None => parent,
+    };
+    Ok((!stop).then_some((parent, admission.then)))
+}
+
+/// Tells the observer about the plugin call, with the sandbox fault if any
+/// (output the host rejects counts as invalid output).
+fn report_call(
+    ctl: &Controller,
+    took: Duration,
+    result: &Result<wr_runtime::ReconcileResponse, PluginError>,
+    decision: &Decision,
+) {
+    let Some(obs) = ctl.observer.as_deref() else {
+        return;
+    };
+    let fault = match (result, decision) {
+        (Err(e), _) => crate::observe::fault_kind(e),
+        (Ok(_), Decision::Failed(f)) if f.failure.class == FailureClass::InvalidOutput => {
+            Some(FaultKind::InvalidOutput)
+        }
+        _ => None,
+    };
+    obs.plugin_call(&ctl.target.name, took, fault);
+}
+
+/// The plugin failed or its output was rejected: nothing is applied;
+/// `Ready=False`, a Warning event, and resync (permanent) or backoff.
+async fn execute_failure(
+    ctl: &Controller,
+    key: &ObjectKey,
+    api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    f: Failed,
+) -> Result<Option<Duration>, Fail> {
+    let (reason, message) = (&f.failure.reason, &f.failure.message);
+    if f.failure.class == FailureClass::InvalidOutput {
+        tracing::warn!(action = "reject-output", error = %message, "invalid plugin output; nothing applied");
+    } else {
+        let permanent = f.remember;
+        tracing::warn!(action = "plugin-error", permanent, reason = %reason, "plugin call failed");
+    }
+    ctl.events.record(
+        &regarding(ctl, parent),
+        f.event.kind,
+        &f.event.reason,
+        &f.event.message,
     );
-    // Output the host rejects is a plugin fault (`invalid_output`) exactly like
-    // output the runtime could not decode: the plugin broke the contract.
-    let verdict: Result<(), PluginError> = match &validated {
-        Ok(_) => Ok(()),
-        Err(invalid) => Err(PluginError::Permanent {
-            reason: "InvalidPluginOutput".into(),
-            message: invalid.0.clone(),
-        }),
-    };
-    crate::observe::plugin_returned(ctl.observer.as_deref(), &ctl.name, took, &verdict);
-    let desired = match validated {
-        Ok(d) => d,
-        Err(invalid) => {
-            tracing::warn!(action = "reject-output", error = %invalid, "invalid plugin output; nothing applied");
-            ctl.events
-                .record(&on, EventKind::Warning, "InvalidPluginOutput", &invalid.0);
-            remember_permanent(
-                ctl,
-                key,
-                &uid,
-                generation,
-                "InvalidPluginOutput",
-                &invalid.0,
-            );
-            write_status(
-                ctl,
-                key,
-                &api,
-                &parent,
-                StatusUpdate {
-                    conditions: vec![DesiredCondition::ready(
-                        false,
-                        "InvalidPluginOutput",
-                        &invalid.0,
-                    )],
-                    replace_conditions: false,
-                    plugin_status: None,
-                },
-            )
-            .await?;
-            ctl.set_health(key, Some(false));
-            return Ok(Some(ctl.jittered_resync()));
-        }
-    };
+    if f.remember {
+        let uid = parent.metadata.uid.as_deref().unwrap_or_default();
+        ctl.remember_permanent(key, uid, parent.metadata.generation, reason, message);
+    }
+    write_status(ctl, key, api, parent, f.status).await?;
+    ctl.set_health(key, Some(false));
+    match f.requeue {
+        Requeue::Backoff => Err(Fail::Backoff(None)),
+        _ => Ok(Some(ctl.jittered_resync())),
+    }
+}
 
-    // Apply desired children.
-    let owner = OwnerRef {
-        api_version: ctl.parent.ar.api_version.clone(),
-        kind: ctl.parent.ar.kind.clone(),
-        name: key.name.clone(),
-        uid: uid.clone(),
-    };
+/// The plugin answered: apply, recreate and delete children, then settle
+/// status, events, finalizer and the next run.
+async fn execute_answer(
+    ctl: &Controller,
+    key: &ObjectKey,
+    api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    a: &Answer,
+) -> Result<Option<Duration>, Fail> {
+    let uid = parent.metadata.uid.clone().unwrap_or_default();
+    let on = regarding(ctl, parent);
     let mut problems: Vec<ChildProblem> = Vec::new();
-    for d in &desired {
-        let kind = &ctl.children[d.kind_index];
-        let label = apply::child_label(&kind.resolved.ar.kind, d.namespace.as_deref(), &d.name);
-        let obj = apply::desired_object(&d.object, &owner);
-        let cached = kind.cache.get(&ObjectKey {
-            namespace: d.namespace.clone(),
-            name: d.name.clone(),
-        });
-        if let Err(p) = apply_child(
-            ctl,
-            d.kind_index,
-            d.namespace.as_deref(),
-            &d.name,
-            &obj,
-            cached.as_deref(),
-            &uid,
-            &on,
-            &label,
-        )
-        .await
-        {
+    for step in &a.children {
+        if let Err(p) = apply_child(ctl, step, &uid, &on).await {
             problems.push(p);
         }
     }
-
-    // Delete observed children that are no longer desired.
-    for (i, child) in &observed {
-        let name = child.metadata.name.clone().unwrap_or_default();
-        let wanted = desired.iter().any(|d| {
-            d.kind_index == *i && d.name == name && d.namespace == child.metadata.namespace
-        });
-        if wanted || child.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let child_uid = child.metadata.uid.clone().unwrap_or_default();
-        let label = apply::child_label(
-            &ctl.children[*i].resolved.ar.kind,
-            child.metadata.namespace.as_deref(),
-            &name,
-        );
-        tracing::info!(action = "delete-child", child = %label, "deleting child that is no longer desired");
-        match apply::delete(
-            &child_api(ctl, *i, child.metadata.namespace.as_deref()),
-            &name,
-            &child_uid,
-        )
-        .await
-        {
-            Ok(()) => ctl.events.record(
-                &on,
-                EventKind::Normal,
-                "ChildDeleted",
-                &format!("deleted {label}"),
-            ),
-            Err(e) => match classify(&e) {
-                ApiErrorClass::NotFound | ApiErrorClass::Conflict => {}
-                _ => problems.push(ChildProblem {
-                    reason: "DeleteFailed",
-                    message: format!("deleting {label}: {e}"),
-                    retry: Some(api_fail(&e)),
-                }),
-            },
+    for d in &a.deletes {
+        if let Err(p) = delete_child(ctl, d, &on).await {
+            problems.push(p);
         }
     }
-
-    // Status.
-    let ready = match problems.first() {
-        None => DesiredCondition::ready(true, "Reconciled", ""),
-        Some(p) => DesiredCondition::ready(false, p.reason, &p.message),
-    };
-    let mut conditions = vec![ready];
-    conditions.extend(resp.conditions.iter().map(DesiredCondition::from_plugin));
-    let finalize_now = deleting && resp.finalized && problems.is_empty();
-    if !finalize_now {
-        write_status(
-            ctl,
-            key,
-            &api,
-            &parent,
-            StatusUpdate {
-                conditions,
-                replace_conditions: true,
-                plugin_status: resp.status.clone(),
-            },
-        )
-        .await?;
+    let seen: Vec<Problem> = problems.iter().map(|p| p.problem.clone()).collect();
+    let settle = a.settle(&seen);
+    if let Some(update) = settle.status {
+        write_status(ctl, key, api, parent, update).await?;
     }
-    record_plugin_events(ctl, &on, &resp);
-    forget_permanent(ctl, key);
-    ctl.set_health(key, Some(problems.is_empty()));
-
-    if finalize_now {
+    for ev in &a.events {
+        ctl.events.record(&on, ev.kind, &ev.reason, &ev.message);
+    }
+    ctl.forget_permanent(key);
+    ctl.set_health(key, Some(settle.healthy));
+    if settle.remove_finalizer {
         tracing::info!(
             action = "remove-finalizer",
             "plugin finalized; removing finalizer"
         );
-        finalize::remove(&api, &parent, &ctl.finalizer, &ctl.field_manager)
+        let t = &ctl.target;
+        finalize::remove(api, parent, &t.finalizer, &t.field_manager)
             .await
             .map_err(|e| precondition_or(&e))?;
         ctl.events.forget(&uid);
@@ -458,11 +392,11 @@ async fn pass(
     if let Some(retry) = problems.into_iter().find_map(|p| p.retry) {
         return Err(retry);
     }
-    let next = resp
-        .requeue_after_seconds
-        .map(|s| Duration::from_secs(u64::from(s)))
-        .map_or_else(|| ctl.jittered_resync(), |d| d.min(ctl.jittered_resync()));
-    Ok(Some(next))
+    Ok(match settle.requeue {
+        Requeue::Never => None,
+        Requeue::Within(d) => Some(d.min(ctl.jittered_resync())),
+        Requeue::Resync | Requeue::Backoff => Some(ctl.jittered_resync()),
+    })
 }
 
 fn precondition_or(e: &kube::Error) -> Fail {
@@ -473,25 +407,50 @@ fn precondition_or(e: &kube::Error) -> Fail {
     }
 }
 
-fn to_json(o: &DynamicObject) -> Value {
-    serde_json::to_value(o).unwrap_or(Value::Null)
+/// Deletes an owned child that is no longer desired (uid precondition).
+async fn delete_child(
+    ctl: &Controller,
+    d: &DeleteStep,
+    on: &Regarding,
+) -> Result<(), ChildProblem> {
+    let label = &d.label;
+    tracing::info!(action = "delete-child", child = %label, "deleting child that is no longer desired");
+    let api = child_api(ctl, d.kind, d.namespace.as_deref());
+    match apply::delete(&api, &d.name, &d.uid).await {
+        Ok(()) => {
+            ctl.events.record(
+                on,
+                EventKind::Normal,
+                "ChildDeleted",
+                &format!("deleted {label}"),
+            );
+            Ok(())
+        }
+        Err(e) => match classify(&e) {
+            ApiErrorClass::NotFound | ApiErrorClass::Conflict => Ok(()),
+            _ => Err(ChildProblem {
+                problem: Problem {
+                    reason: "DeleteFailed",
+                    message: format!("deleting {label}: {e}"),
+                },
+                retry: Some(api_fail(&e)),
+            }),
+        },
+    }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Carries out one child's decided action. A create that finds the name taken
+/// (the cache lagged) looks at the object there and decides again, once.
 async fn apply_child(
     ctl: &Controller,
-    kind: usize,
-    ns: Option<&str>,
-    name: &str,
-    obj: &Value,
-    cached: Option<&DynamicObject>,
+    step: &ChildStep,
     parent_uid: &str,
     on: &Regarding,
-    label: &str,
 ) -> Result<(), ChildProblem> {
-    let api = child_api(ctl, kind, ns);
-    let method = ctl.children[kind].method;
-    let mut action = apply::decide(obj, cached, parent_uid, method);
+    let api = child_api(ctl, step.kind, step.namespace.as_deref());
+    let method = ctl.target.children[step.kind].method;
+    let label = &step.label;
+    let mut action = step.action.clone();
     // Two rounds at most: a create that finds an existing object looks at it once.
     for _ in 0..2 {
         match &action {
@@ -502,207 +461,139 @@ async fn apply_child(
                 ctl.events
                     .record(on, EventKind::Warning, "ChildConflict", &message);
                 return Err(ChildProblem {
-                    reason: "ChildConflict",
-                    message,
+                    problem: Problem {
+                        reason: "ChildConflict",
+                        message,
+                    },
                     retry: None,
                 });
             }
-            ChildAction::Create => {
-                tracing::info!(action = "create-child", child = %label, "creating child");
-                match apply::create(&api, name, obj, &ctl.field_manager).await {
-                    Ok(c) if !c.created => {
-                        tracing::debug!(action = "create-child", child = %label, "child already there (cache lagging); nothing changed");
-                        return Ok(());
-                    }
-                    Ok(_) => {
-                        ctl.events.record(
-                            on,
-                            EventKind::Normal,
-                            "ChildCreated",
-                            &format!("created {label}"),
-                        );
-                        return Ok(());
-                    }
-                    Err(e)
-                        if matches!(
-                            classify(&e),
-                            ApiErrorClass::AlreadyExists
-                                | ApiErrorClass::Conflict
-                                | ApiErrorClass::Invalid(_)
-                        ) =>
-                    {
-                        // Our cache was stale and somebody else's object has the
-                        // name (409: its fields differ; 422: it has another
-                        // controller): look, and report the collision.
-                        match api.get_opt(name).await {
-                            Ok(Some(fresh)) => {
-                                action = apply::decide(obj, Some(&fresh), parent_uid, method)
-                            }
-                            // Nothing there: the refusal was about our own
-                            // object (e.g. 422 naming a field); report it.
-                            Ok(None) => return Err(child_api_problem(label, &e)),
-                            Err(get) => return Err(child_api_problem(label, &get)),
-                        }
-                    }
-                    Err(e) => return Err(child_api_problem(label, &e)),
+            ChildAction::Create => match create_child(ctl, &api, step, on).await? {
+                None => return Ok(()),
+                Some(fresh) => {
+                    action = apply::decide(&step.object, Some(&fresh), parent_uid, method);
                 }
-            }
-            ChildAction::Apply => {
-                tracing::info!(action = "update-child", child = %label, "applying child");
-                return match apply::apply(&api, name, obj, &ctl.field_manager).await {
-                    Ok(_) => {
-                        ctl.events.record(
-                            on,
-                            EventKind::Normal,
-                            "ChildUpdated",
-                            &format!("updated {label}"),
-                        );
-                        Ok(())
-                    }
-                    Err(e) => Err(child_api_problem(label, &e)),
-                };
-            }
-            ChildAction::Recreate { uid } => {
-                tracing::info!(action = "recreate-child", child = %label, "deleting child to recreate it");
-                return match apply::delete(&api, name, uid).await {
-                    Ok(()) => {
-                        ctl.events.record(
-                            on,
-                            EventKind::Normal,
-                            "ChildDeleted",
-                            &format!("deleted {label} to recreate it"),
-                        );
-                        Ok(())
-                    }
-                    Err(e)
-                        if matches!(
-                            classify(&e),
-                            ApiErrorClass::NotFound | ApiErrorClass::Conflict
-                        ) =>
-                    {
-                        Ok(())
-                    }
-                    Err(e) => Err(child_api_problem(label, &e)),
-                };
-            }
+            },
+            ChildAction::Apply => return update_child(ctl, &api, step, on).await,
+            ChildAction::Recreate { uid } => return recreate_child(&api, step, uid, ctl, on).await,
         }
     }
     Ok(())
 }
 
+/// Creates a child; `Some(object)` when the name turned out to be taken.
+async fn create_child(
+    ctl: &Controller,
+    api: &Api<DynamicObject>,
+    step: &ChildStep,
+    on: &Regarding,
+) -> Result<Option<DynamicObject>, ChildProblem> {
+    let label = &step.label;
+    tracing::info!(action = "create-child", child = %label, "creating child");
+    match apply::create(api, &step.name, &step.object, &ctl.target.field_manager).await {
+        Ok(c) if !c.created => {
+            tracing::debug!(action = "create-child", child = %label, "child already there (cache lagging); nothing changed");
+            Ok(None)
+        }
+        Ok(_) => {
+            ctl.events.record(
+                on,
+                EventKind::Normal,
+                "ChildCreated",
+                &format!("created {label}"),
+            );
+            Ok(None)
+        }
+        Err(e)
+            if matches!(
+                classify(&e),
+                ApiErrorClass::AlreadyExists | ApiErrorClass::Conflict | ApiErrorClass::Invalid(_)
+            ) =>
+        {
+            // Our cache was stale and somebody else's object has the
+            // name (409: its fields differ; 422: it has another
+            // controller): look, and report the collision.
+            match api.get_opt(&step.name).await {
+                Ok(Some(fresh)) => Ok(Some(fresh)),
+                // Nothing there: the refusal was about our own
+                // object (e.g. 422 naming a field); report it.
+                Ok(None) => Err(child_api_problem(label, &e)),
+                Err(get) => Err(child_api_problem(label, &get)),
+            }
+        }
+        Err(e) => Err(child_api_problem(label, &e)),
+    }
+}
+
+async fn update_child(
+    ctl: &Controller,
+    api: &Api<DynamicObject>,
+    step: &ChildStep,
+    on: &Regarding,
+) -> Result<(), ChildProblem> {
+    let label = &step.label;
+    tracing::info!(action = "update-child", child = %label, "applying child");
+    match apply::apply(api, &step.name, &step.object, &ctl.target.field_manager).await {
+        Ok(_) => {
+            ctl.events.record(
+                on,
+                EventKind::Normal,
+                "ChildUpdated",
+                &format!("updated {label}"),
+            );
+            Ok(())
+        }
+        Err(e) => Err(child_api_problem(label, &e)),
+    }
+}
+
+async fn recreate_child(
+    api: &Api<DynamicObject>,
+    step: &ChildStep,
+    uid: &str,
+    ctl: &Controller,
+    on: &Regarding,
+) -> Result<(), ChildProblem> {
+    let label = &step.label;
+    tracing::info!(action = "recreate-child", child = %label, "deleting child to recreate it");
+    match apply::delete(api, &step.name, uid).await {
+        Ok(()) => {
+            ctl.events.record(
+                on,
+                EventKind::Normal,
+                "ChildDeleted",
+                &format!("deleted {label} to recreate it"),
+            );
+            Ok(())
+        }
+        Err(e)
+            if matches!(
+                classify(&e),
+                ApiErrorClass::NotFound | ApiErrorClass::Conflict
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(child_api_problem(label, &e)),
+    }
+}
+
 fn child_api_problem(label: &str, e: &kube::Error) -> ChildProblem {
     match classify(e) {
         ApiErrorClass::Invalid(msg) => ChildProblem {
-            reason: "ChildInvalid",
-            message: format!("{label} rejected by the API server: {msg}"),
+            problem: Problem {
+                reason: "ChildInvalid",
+                message: format!("{label} rejected by the API server: {msg}"),
+            },
             retry: None,
         },
         _ => ChildProblem {
-            reason: "ApplyFailed",
-            message: format!("applying {label}: {e}"),
+            problem: Problem {
+                reason: "ApplyFailed",
+                message: format!("applying {label}: {e}"),
+            },
             retry: Some(api_fail(e)),
         },
-    }
-}
-
-async fn plugin_failed(
-    ctl: &Controller,
-    key: &ObjectKey,
-    api: &Api<DynamicObject>,
-    parent: &DynamicObject,
-    on: &Regarding,
-    err: PluginError,
-) -> Result<Option<Duration>, Fail> {
-    let uid = parent.metadata.uid.clone().unwrap_or_default();
-    let (reason, message, permanent) = match &err {
-        PluginError::Permanent { reason, message } => (reason.clone(), message.clone(), true),
-        PluginError::Transient { reason, message } => (reason.clone(), message.clone(), false),
-        PluginError::Fault { kind, message } => (kind.clone(), message.clone(), false),
-    };
-    tracing::warn!(action = "plugin-error", permanent, reason = %reason, "plugin call failed");
-    ctl.events.record(on, EventKind::Warning, &reason, &message);
-    write_status(
-        ctl,
-        key,
-        api,
-        parent,
-        StatusUpdate {
-            conditions: vec![DesiredCondition::ready(false, &reason, &message)],
-            replace_conditions: false,
-            plugin_status: None,
-        },
-    )
-    .await?;
-    ctl.set_health(key, Some(false));
-    if permanent {
-        remember_permanent(
-            ctl,
-            key,
-            &uid,
-            parent.metadata.generation,
-            &reason,
-            &message,
-        );
-        Ok(Some(ctl.jittered_resync()))
-    } else {
-        Err(Fail::Backoff(None))
-    }
-}
-
-/// How long to keep skipping the plugin for a remembered permanent failure, with
-/// the failure's reason and message.
-fn permanent_wait(
-    ctl: &Controller,
-    key: &ObjectKey,
-    uid: &str,
-    generation: Option<i64>,
-) -> Option<(Duration, String, String)> {
-    let map = ctl.permanent.lock().unwrap_or_else(|e| e.into_inner());
-    let pf = map.get(key)?;
-    if pf.uid != uid || pf.generation != generation {
-        return None;
-    }
-    let elapsed = pf.at.elapsed();
-    (elapsed < ctl.resync).then(|| (ctl.resync - elapsed, pf.reason.clone(), pf.message.clone()))
-}
-
-fn remember_permanent(
-    ctl: &Controller,
-    key: &ObjectKey,
-    uid: &str,
-    generation: Option<i64>,
-    reason: &str,
-    message: &str,
-) {
-    ctl.permanent
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(
-            key.clone(),
-            PermanentFailure {
-                uid: uid.to_string(),
-                generation,
-                at: tokio::time::Instant::now(),
-                reason: reason.to_string(),
-                message: message.to_string(),
-            },
-        );
-}
-
-fn forget_permanent(ctl: &Controller, key: &ObjectKey) {
-    ctl.permanent
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(key);
-}
-
-fn record_plugin_events(ctl: &Controller, on: &Regarding, resp: &ReconcileResponse) {
-    for ev in &resp.events {
-        let kind = match ev.type_ {
-            EventType::Normal => EventKind::Normal,
-            EventType::Warning => EventKind::Warning,
-        };
-        ctl.events.record(on, kind, &ev.reason, &ev.message);
     }
 }
 
@@ -723,49 +614,21 @@ async fn write_status(
     parent: &DynamicObject,
     update: StatusUpdate,
 ) -> Result<(), Fail> {
-    let name = parent.metadata.name.clone().unwrap_or_default();
-    let pp = PatchParams {
-        field_manager: Some(ctl.field_manager.clone()),
-        ..PatchParams::default()
-    };
     let mut fresh: Option<DynamicObject> = None;
     for _ in 0..=CONFLICT_RETRIES {
         let base = fresh.as_ref().unwrap_or(parent);
         let current = base.data.get("status");
         // A status that differs only in fields the parent CRD prunes is
         // already what the server would store: writing it changes nothing.
-        let computed = next_status(
+        let computed = decide::status_to_write(
+            &ctl.target,
             current,
             base.metadata.generation,
             &update,
-            ctl.status_mode,
             &now_rfc3339(),
-        )
-        .filter(|new| {
-            ctl.status_schema
-                .schema()
-                .is_none_or(|s| s.stored(new).as_ref() != current)
-        });
+        );
         let Some(new) = computed else {
-            ctl.status_accepted(key);
-            ctl.remember_status(key, current);
-            // The pass judged a parent snapshot taken when it started. If the
-            // cache moved on meanwhile (typically the echo of this host's own
-            // earlier status write, which did not count as drift while the
-            // memory still matched it), "already right" may be wrong: run
-            // again on the newer state. Checked after `remember_status`, so an
-            // echo arriving later is judged against what was remembered here.
-            let latest = ctl.parent_cache.get(key);
-            if fresh.is_none()
-                && latest.as_ref().and_then(|p| p.data.get("status")) != current
-                && latest.is_some()
-            {
-                tracing::debug!(
-                    action = "recheck-status",
-                    "parent status changed during the pass; reconciling again"
-                );
-                ctl.queue.add(key.clone());
-            }
+            already_right(ctl, key, current, fresh.is_none());
             return Ok(());
         };
         let restoring = ctl.status_seen.matches(key, current) == Some(false);
@@ -783,56 +646,119 @@ async fn write_status(
             );
             return Err(Fail::Backoff(Some(wait)));
         }
-        let body = json!({
-            "metadata": {"resourceVersion": base.metadata.resource_version},
-            "status": merge_patch(current, &new),
-        });
-        // Before the write: its watch echo may arrive before the response.
-        let before = ctl.status_seen.recall(key);
-        ctl.remember_status(key, Some(&new));
-        tracing::debug!(action = "write-status", "status changed; writing it");
-        let r = if ctl.parent.status_subresource {
-            api.patch_status(&name, &pp, &Patch::Merge(&body)).await
-        } else {
-            api.patch(&name, &pp, &Patch::Merge(&body)).await
+        let write = StatusWrite {
+            parent,
+            base,
+            new: &new,
+            restoring,
         };
-        match r {
-            Ok(stored) => {
-                ctl.status_accepted(key);
-                // What the server kept (it may prune or default fields).
-                ctl.remember_status(key, stored.data.get("status"));
-                if restoring {
-                    ctl.status_seen.restored(key, tokio::time::Instant::now());
-                }
-                return Ok(());
-            }
-            Err(e) if classify(&e) == ApiErrorClass::NotFound => return Ok(()),
-            Err(e) if matches!(classify(&e), ApiErrorClass::Invalid(_)) => {
-                // Not written: what was remembered still stands.
-                ctl.status_seen.reset(key, before);
-                status_rejected(ctl, key, parent, &e);
-                return Err(Fail::StatusRejected);
-            }
-            Err(e) if classify(&e) == ApiErrorClass::Conflict => {
-                // Not written: what was remembered still stands.
-                ctl.status_seen.reset(key, before);
-                // Usually only the status moved (our cache had not seen the
-                // last status write yet). While the spec the plugin answered
-                // for still stands, only the status write is retried on a fresh
-                // read: re-running the pass would call the plugin again and
-                // re-apply children against the same lagging child caches. Any
-                // other change that matters has queued another reconcile.
-                match api.get_opt(&name).await {
-                    Ok(Some(f)) if same_spec(parent, &f) => fresh = Some(f),
-                    Ok(Some(_)) => return Err(Fail::Conflict),
-                    Ok(None) => return Ok(()),
-                    Err(e) => return Err(api_fail(&e)),
-                }
-            }
-            Err(e) => return Err(api_fail(&e)),
+        match patch_status(ctl, key, api, write).await? {
+            None => return Ok(()),
+            Some(f) => fresh = Some(f),
         }
     }
     Err(Fail::Conflict)
+}
+
+/// The status is already right: remember it, and if the cache moved on
+/// during the pass, reconcile again.
+fn already_right(ctl: &Controller, key: &ObjectKey, current: Option<&Value>, first_read: bool) {
+    ctl.status_accepted(key);
+    ctl.remember_status(key, current);
+    // The pass judged a parent snapshot taken when it started. If the
+    // cache moved on meanwhile (typically the echo of this host's own
+    // earlier status write, which did not count as drift while the
+    // memory still matched it), "already right" may be wrong: run
+    // again on the newer state. Checked after `remember_status`, so an
+    // echo arriving later is judged against what was remembered here.
+    let latest = ctl.parent_cache.get(key);
+    if first_read
+        && latest.as_ref().and_then(|p| p.data.get("status")) != current
+        && latest.is_some()
+    {
+        tracing::debug!(
+            action = "recheck-status",
+            "parent status changed during the pass; reconciling again"
+        );
+        ctl.queue.add(key.clone());
+    }
+}
+
+/// One status write: the parent the pass judged, the object the write is
+/// based on (it or a fresh read), the new status, and whether it overwrites
+/// someone else's.
+struct StatusWrite<'a> {
+    parent: &'a DynamicObject,
+    base: &'a DynamicObject,
+    new: &'a Value,
+    restoring: bool,
+}
+
+/// Sends one status merge patch (resourceVersion precondition). `Ok(None)`:
+/// done; `Ok(Some(fresh))`: a conflict while the spec still stands — retry
+/// the status alone on `fresh` (rule 12).
+async fn patch_status(
+    ctl: &Controller,
+    key: &ObjectKey,
+    api: &Api<DynamicObject>,
+    w: StatusWrite<'_>,
+) -> Result<Option<DynamicObject>, Fail> {
+    let name = w.parent.metadata.name.clone().unwrap_or_default();
+    let pp = PatchParams {
+        field_manager: Some(ctl.target.field_manager.clone()),
+        ..PatchParams::default()
+    };
+    let body = json!({
+        "metadata": {"resourceVersion": w.base.metadata.resource_version},
+        "status": merge_patch(w.base.data.get("status"), w.new),
+    });
+    // Before the write: its watch echo may arrive before the response.
+    let before = ctl.status_seen.recall(key);
+    ctl.remember_status(key, Some(w.new));
+    tracing::debug!(action = "write-status", "status changed; writing it");
+    let r = if ctl.target.parent.status_subresource {
+        api.patch_status(&name, &pp, &Patch::Merge(&body)).await
+    } else {
+        api.patch(&name, &pp, &Patch::Merge(&body)).await
+    };
+    let e = match r {
+        Ok(stored) => {
+            ctl.status_accepted(key);
+            // What the server kept (it may prune or default fields).
+            ctl.remember_status(key, stored.data.get("status"));
+            if w.restoring {
+                ctl.status_seen.restored(key, tokio::time::Instant::now());
+            }
+            return Ok(None);
+        }
+        Err(e) => e,
+    };
+    match classify(&e) {
+        ApiErrorClass::NotFound => Ok(None),
+        ApiErrorClass::Invalid(_) => {
+            // Not written: what was remembered still stands.
+            ctl.status_seen.reset(key, before);
+            status_rejected(ctl, key, w.parent, &e);
+            Err(Fail::StatusRejected)
+        }
+        ApiErrorClass::Conflict => {
+            // Not written: what was remembered still stands.
+            ctl.status_seen.reset(key, before);
+            // Usually only the status moved (our cache had not seen the
+            // last status write yet). While the spec the plugin answered
+            // for still stands, only the status write is retried on a fresh
+            // read: re-running the pass would call the plugin again and
+            // re-apply children against the same lagging child caches. Any
+            // other change that matters has queued another reconcile.
+            match api.get_opt(&name).await {
+                Ok(Some(f)) if same_spec(w.parent, &f) => Ok(Some(f)),
+                Ok(Some(_)) => Err(Fail::Conflict),
+                Ok(None) => Ok(None),
+                Err(e) => Err(api_fail(&e)),
+            }
+        }
+        _ => Err(api_fail(&e)),
+    }
 }
 
 /// Reports a status the API server refused: a warning in the log (default
@@ -855,7 +781,7 @@ fn status_rejected(ctl: &Controller, key: &ObjectKey, parent: &DynamicObject, e:
         "StatusRejected",
         &format!(
             "the API server rejected the status written by {}: {message}",
-            ctl.field_manager
+            ctl.target.field_manager
         ),
     );
     ctl.status_rejected(key, &message);
@@ -874,6 +800,60 @@ fn same_spec(seen: &DynamicObject, fresh: &DynamicObject) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parent(uid: &str, generation: i64, deleting: bool) -> DynamicObject {
+        let mut v = json!({"apiVersion": "x/v1", "kind": "P",
+            "metadata": {"name": "p", "uid": uid, "generation": generation}});
+        if deleting {
+            v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// Rule 12 (docs/reconciliation-rules.md): after a status conflict the
+    /// status write alone is retried only while the spec the plugin answered
+    /// for still stands; anything else runs the pass again on the fresh state.
+    #[test]
+    fn rule12_a_status_conflict_retries_the_status_alone_only_for_the_same_spec() {
+        let seen = parent("u", 2, false);
+        for (fresh, status_only) in [
+            (parent("u", 2, false), true),
+            (parent("u", 3, false), false),
+            (parent("other", 2, false), false),
+            (parent("u", 2, true), false),
+        ] {
+            assert_eq!(
+                same_spec(&seen, &fresh),
+                status_only,
+                "{:?}",
+                fresh.metadata
+            );
+        }
+    }
+
+    #[test]
+    fn the_plugins_verdict_outranks_how_the_writes_went() {
+        use ReconcileResult::*;
+        let fail = Outcome::Failure { at_least: None };
+        let ok = Outcome::Success { next: None };
+        for (outcome, verdict, want) in [
+            (ok, Some(PermanentError), PermanentError),
+            (fail, Some(PluginFault), PluginFault),
+            (fail, noted(Some(TransientError), Conflict), Conflict),
+            (fail, noted(Some(PluginFault), Conflict), PluginFault),
+            (ok, noted(None, PermanentError), PermanentError),
+            // A conflict a later attempt got past is a success.
+            (ok, Some(Conflict), Success),
+            (fail, None, TransientError),
+            (Outcome::Forget, None, Success),
+        ] {
+            assert_eq!(
+                report(outcome, verdict).result,
+                want,
+                "{outcome:?} {verdict:?}"
+            );
+        }
+    }
 
     #[test]
     fn now_is_cut_to_the_second_never_rounded_up() {

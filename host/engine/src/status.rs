@@ -58,7 +58,7 @@ impl DesiredCondition {
 }
 
 /// What one reconcile wants the status to say.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct StatusUpdate {
     /// Conditions to set (Ready first).
     pub conditions: Vec<DesiredCondition>,
@@ -283,8 +283,11 @@ impl StatusMemory {
         if !in_streak(s, now) {
             return None;
         }
-        let factor = 1u32 << s.restores.saturating_sub(1).min(20);
-        s.pause = FIGHT_BASE.saturating_mul(factor).min(cap);
+        let backoff = crate::backoff::Backoff {
+            base: FIGHT_BASE,
+            cap,
+        };
+        s.pause = backoff.delay(s.restores.max(1));
         s.deferred_until = Some(now + s.pause);
         Some(s.pause)
     }
@@ -488,27 +491,27 @@ mod tests {
         assert_eq!(m.restore_wait(&k, t0, cap), None);
         assert_eq!(m.restore_wait(&k, t0, cap), None);
         m.restored(&k, t0);
-        // Overwritten again right away: wait 50 ms; asking early says the rest.
-        assert_eq!(m.restore_wait(&k, t0 + ms(1), cap), Some(ms(50)));
-        assert_eq!(m.restore_wait(&k, t0 + ms(21), cap), Some(ms(30)));
+        // Overwritten again right away: wait 50 ms (jittered up to 100 ms);
+        // asking early says the rest.
+        let w1 = m.restore_wait(&k, t0 + ms(1), cap).expect("in a fight");
+        assert!(w1 >= ms(50) && w1 <= ms(100), "{w1:?}");
+        assert_eq!(m.restore_wait(&k, t0 + ms(21), cap), Some(w1 - ms(20)));
         // After the pause: write.
-        assert_eq!(m.restore_wait(&k, t0 + ms(51), cap), None);
-        m.restored(&k, t0 + ms(51));
-        // And again: 100 ms, then 200 ms, ... up to the cap.
-        assert_eq!(m.restore_wait(&k, t0 + ms(52), cap), Some(ms(100)));
-        assert_eq!(m.restore_wait(&k, t0 + ms(152), cap), None);
-        m.restored(&k, t0 + ms(152));
-        let mut t = t0 + ms(153);
-        let mut last = ms(100);
+        let mut t = t0 + ms(1) + w1;
+        assert_eq!(m.restore_wait(&k, t, cap), None);
+        m.restored(&k, t);
+        // And again: 100 ms, then 200 ms, ... (each jittered), up to the cap.
+        let mut nominal = ms(100);
         for _ in 0..10 {
+            t += ms(1);
             let w = m.restore_wait(&k, t, cap).expect("in a fight");
-            assert!(w >= last && w <= cap, "{w:?} after {last:?}");
-            last = w;
+            let low = nominal.min(cap / 2);
+            assert!(w >= low && w <= (low * 2).min(cap), "{w:?} for {nominal:?}");
+            nominal *= 2;
             t += w;
             assert_eq!(m.restore_wait(&k, t, cap), None);
             m.restored(&k, t);
         }
-        assert_eq!(last, cap);
         // A quiet spell ends the streak: the next restore is immediate.
         let later = t + FIGHT_QUIET + cap * 2 + ms(1);
         assert_eq!(m.restore_wait(&k, later, cap), None);

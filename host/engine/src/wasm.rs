@@ -3,9 +3,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use wr_runtime::{
-    CallError, CallLimits, FaultKind, PluginRuntime, ReconcileRequest, ReconcileResponse,
-};
+use wr_runtime::{CallError, CallLimits, PluginRuntime, ReconcileRequest, ReconcileResponse};
 
 use crate::plugin::{PluginError, PluginLoader, ReconcilePlugin};
 
@@ -52,49 +50,35 @@ impl ReconcilePlugin for WasmPlugin {
     }
 }
 
-/// Maps the runtime's error onto the engine's reactions: a malformed response is
-/// invalid output (permanent, nothing applied); other faults back off.
+/// Maps the runtime's error onto the engine's: the same three classes, the
+/// fault kind kept as it is (how each is handled is [`crate::decide`]'s call).
 pub fn map_error(e: CallError) -> PluginError {
     match e {
         CallError::Permanent { reason, message } => PluginError::Permanent { reason, message },
         CallError::Transient { reason, message } => PluginError::Transient { reason, message },
-        CallError::Fault {
-            kind: FaultKind::InvalidOutput,
-            message,
-        } => PluginError::Permanent {
-            reason: "InvalidPluginOutput".into(),
-            message,
-        },
-        CallError::Fault { kind, message } => PluginError::Fault {
-            kind: kind.reason().to_string(),
-            message,
-        },
+        CallError::Fault { kind, message } => PluginError::Fault { kind, message },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wr_runtime::FaultKind;
 
     #[test]
-    fn faults_back_off_but_malformed_output_is_permanent() {
-        let f = map_error(CallError::Fault {
-            kind: FaultKind::Trap,
-            message: "x".into(),
-        });
-        assert_eq!(
-            f,
-            PluginError::Fault {
-                kind: "PluginTrap".into(),
-                message: "x".into()
-            }
-        );
-        let i = map_error(CallError::Fault {
-            kind: FaultKind::InvalidOutput,
-            message: "x".into(),
-        });
-        assert!(
-            matches!(i, PluginError::Permanent { reason, .. } if reason == "InvalidPluginOutput")
-        );
+    fn fault_kinds_are_kept_as_they_are() {
+        for kind in [FaultKind::Trap, FaultKind::InvalidOutput] {
+            let f = map_error(CallError::Fault {
+                kind,
+                message: "x".into(),
+            });
+            assert_eq!(
+                f,
+                PluginError::Fault {
+                    kind,
+                    message: "x".into()
+                }
+            );
+        }
     }
 }

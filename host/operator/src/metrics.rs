@@ -21,59 +21,29 @@ use crate::liveness::Liveness;
 /// Prefix of every metric name.
 pub const PREFIX: &str = "wasm_reconciler";
 
-/// How a reconcile ended (the `result` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReconcileResult {
-    /// Plugin ran and every write succeeded.
-    Success,
-    /// A transient error: retried with backoff.
-    TransientError,
-    /// A permanent error (invalid spec or plugin output): a condition, no hot retry.
-    PermanentError,
-    /// A write conflicted (409): re-read and retried.
-    Conflict,
-    /// The plugin trapped, timed out, ran out of fuel or memory.
-    PluginFault,
-}
+pub use wr_engine::{FaultKind, ReconcileResult};
 
-impl ReconcileResult {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReconcileResult::Success => "success",
-            ReconcileResult::TransientError => "transient_error",
-            ReconcileResult::PermanentError => "permanent_error",
-            ReconcileResult::Conflict => "conflict",
-            ReconcileResult::PluginFault => "plugin_fault",
-        }
+/// The `result` label of a reconcile.
+pub fn result_label(r: ReconcileResult) -> &'static str {
+    match r {
+        ReconcileResult::Success => "success",
+        ReconcileResult::TransientError => "transient_error",
+        ReconcileResult::PermanentError => "permanent_error",
+        ReconcileResult::Conflict => "conflict",
+        ReconcileResult::PluginFault => "plugin_fault",
     }
 }
 
-/// Kind of plugin fault (the `kind` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultKind {
-    /// A WebAssembly trap (panic, unreachable, …).
-    Trap,
-    /// The wall-clock budget ran out.
-    Timeout,
-    /// The fuel budget ran out.
-    Fuel,
-    /// The memory cap was hit.
-    Memory,
-    /// The output did not validate (wrong kind, namespace, JSON, …).
-    InvalidOutput,
-}
-
-impl FaultKind {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FaultKind::Trap => "trap",
-            FaultKind::Timeout => "timeout",
-            FaultKind::Fuel => "fuel",
-            FaultKind::Memory => "memory",
-            FaultKind::InvalidOutput => "invalid_output",
-        }
+/// The `kind` label of a plugin fault: the runtime's fault kinds, grouped as
+/// the metric has always named them (a response too large is invalid output;
+/// a host-side failure while running the plugin counts as a trap).
+pub fn fault_label(k: FaultKind) -> &'static str {
+    match k {
+        FaultKind::Trap | FaultKind::Internal => "trap",
+        FaultKind::Timeout => "timeout",
+        FaultKind::FuelExhausted => "fuel",
+        FaultKind::MemoryLimit => "memory",
+        FaultKind::InvalidOutput | FaultKind::ResponseTooLarge => "invalid_output",
     }
 }
 
@@ -283,7 +253,7 @@ impl Metrics {
     ) {
         let l = ResultLabels {
             controller: controller.to_string(),
-            result: result.as_str(),
+            result: result_label(result),
         };
         self.reconciles.get_or_create(&l).inc();
         self.reconcile_duration
@@ -303,7 +273,7 @@ impl Metrics {
     pub fn plugin_fault(&self, controller: &str, kind: FaultKind) {
         let l = KindLabels {
             controller: controller.to_string(),
-            kind: kind.as_str(),
+            kind: fault_label(kind),
         };
         self.plugin_faults.get_or_create(&l).inc();
     }
@@ -511,7 +481,7 @@ mod tests {
     fn every_family_is_exposed_with_help() {
         let (r, m) = setup();
         m.plugin_call("c", Duration::from_millis(1));
-        m.plugin_fault("c", FaultKind::Fuel);
+        m.plugin_fault("c", FaultKind::FuelExhausted);
         m.retry("c");
         m.parent_became_ready("c", Duration::from_secs(3));
         m.finalizers_pending("c", 1);

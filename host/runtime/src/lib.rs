@@ -81,7 +81,7 @@ pub struct CallLimits {
 impl Default for CallLimits {
     fn default() -> Self {
         CallLimits {
-            timeout: Duration::from_secs(1),
+            timeout: Duration::from_secs(2),
             max_memory_bytes: 64 << 20,
             fuel: None,
             max_response_bytes: 4 << 20,

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use http_body_util::{BodyExt, Full};
 use wr_engine::{
-    EngineObserver, FaultClass, PluginError, PluginLoader, ReconcilePlugin, ReconcileResult,
+    EngineObserver, FaultKind, PluginError, PluginLoader, ReconcilePlugin, ReconcileResult,
 };
 use wr_runtime::{CallLimits, PluginRuntime, ReconcileRequest, ReconcileResponse};
 
@@ -35,7 +35,7 @@ impl EngineObserver for Observer {
     fn reconcile_finished(&self, _: &str, _: ReconcileResult, took: Duration) {
         self.0.add(set::RECONCILE, took);
     }
-    fn plugin_call(&self, _: &str, took: Duration, _: Option<FaultClass>) {
+    fn plugin_call(&self, _: &str, took: Duration, _: Option<FaultKind>) {
         self.0.add(set::LOGIC, took);
     }
 }
@@ -193,7 +193,7 @@ impl ReconcilePlugin for HookPlugin {
             match tokio::time::timeout(limits.timeout, self.call(req)).await {
                 Ok(r) => r,
                 Err(_) => Err(PluginError::Fault {
-                    kind: "PluginTimeout".into(),
+                    kind: wr_runtime::FaultKind::Timeout,
                     message: "webhook did not answer in time".into(),
                 }),
             }

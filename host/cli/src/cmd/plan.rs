@@ -2,8 +2,9 @@
 //! live parent of a WasmController, without writing anything.
 //!
 //! Thin on purpose: reading the controller, resolving its resources, listing
-//! the live state and planning each parent is `wr_engine::plan` (the same
-//! request building, output validation and child decisions as a reconcile);
+//! the live state and planning each parent is `wr_engine::plan`, which
+//! renders the decision of the engine's decision core (`wr_engine::decide`,
+//! the same functions a reconcile executes);
 //! this module connects, loads the candidate with the engine's `WasmLoader`
 //! under the controller's limits, and prints (`plan/text.rs`) or serializes
 //! the result. Its only API calls are GET (discovery, the WasmController) and
@@ -26,8 +27,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use kube::api::Api;
 use wr_engine::PluginLoader;
+use wr_engine::Target;
 use wr_engine::WasmController;
-use wr_engine::plan::{FailureClass, ParentResult, Plan, PlanTarget, Snapshot};
+use wr_engine::plan::{FailureClass, ParentResult, Plan, Snapshot};
 use wr_runtime::{PluginRuntime, RuntimeConfig};
 
 /// User-Agent of every request `plan` makes (lets audit logs and tests tell
@@ -105,7 +107,7 @@ async fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
         .get(&args.controller)
         .await
         .with_context(|| format!("reading WasmController {}", args.controller))?;
-    let mut target = PlanTarget::resolve(&client, &args.controller, &wc.spec)
+    let mut target = Target::resolve(&client, &args.controller, &wc.spec)
         .await
         .with_context(|| format!("resolving the resources of {}", args.controller))?;
     if let Some(c) = config_override {
@@ -187,7 +189,7 @@ async fn client(args: &PlanArgs) -> anyhow::Result<kube::Client> {
     kube::Client::try_from(config).context("building the API client")
 }
 
-fn runtime(args: &PlanArgs, target: &PlanTarget) -> anyhow::Result<PluginRuntime> {
+fn runtime(args: &PlanArgs, target: &Target) -> anyhow::Result<PluginRuntime> {
     super::plugin_runtime::create(RuntimeConfig {
         cache_dir: super::plugin_runtime::cache_dir(args.no_cache, args.cache_dir.as_ref()),
         max_instances: target.concurrency.max(1) as u32,

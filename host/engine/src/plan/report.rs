@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::PLAN_API_VERSION;
 use super::fields::{ConditionChange, FieldChange};
+use super::{FinalizerChange, PLAN_API_VERSION, PlanFailure};
 
 /// What would happen to one child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -55,32 +55,6 @@ pub struct ChildPlan {
     pub message: Option<String>,
 }
 
-/// A plugin call (or its output) that failed for one parent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PlanFailure {
-    /// `permanent`, `transient`, `fault` or `invalidOutput`.
-    pub class: FailureClass,
-    /// CamelCase reason (what the Ready condition would say).
-    pub reason: String,
-    /// Detail.
-    pub message: String,
-}
-
-/// Kinds of per-parent failure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum FailureClass {
-    /// The plugin returned a permanent error.
-    Permanent,
-    /// The plugin returned a transient error.
-    Transient,
-    /// The sandbox stopped the call (trap, timeout, fuel, memory).
-    Fault,
-    /// The output was malformed or failed validation: nothing would be applied.
-    InvalidOutput,
-}
-
 /// The overall result for one parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -94,16 +68,6 @@ pub enum ParentResult {
     /// Not reconciled by the plugin (being deleted without the host's finalizer,
     /// or finalization disabled).
     Skipped,
-}
-
-/// What would happen to the host's finalizer on the parent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum FinalizerChange {
-    /// Added before the first child is created.
-    Add,
-    /// Removed (finalized, or finalization disabled).
-    Remove,
 }
 
 /// The plan for one parent.

@@ -9,17 +9,20 @@
 //! as the caches strip them.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use kube::api::{Api, DynamicObject, ListParams};
 
-use super::{PlanError, PlanTarget};
+use super::PlanError;
 use crate::apply::controller_uid;
+use crate::decide::Source;
 use crate::queue::ObjectKey;
+use crate::target::Target;
 
 /// Objects of one kind, indexed.
 #[derive(Default)]
 struct Indexed {
-    by_key: HashMap<ObjectKey, DynamicObject>,
+    by_key: HashMap<ObjectKey, Arc<DynamicObject>>,
     by_owner: HashMap<String, Vec<ObjectKey>>,
 }
 
@@ -34,7 +37,7 @@ impl Indexed {
                     .or_default()
                     .push(key.clone());
             }
-            ix.by_key.insert(key, o);
+            ix.by_key.insert(key, Arc::new(o));
         }
         for keys in ix.by_owner.values_mut() {
             keys.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
@@ -47,7 +50,7 @@ impl Indexed {
 pub struct Snapshot {
     parents: Vec<DynamicObject>,
     children: Vec<Indexed>,
-    related: Vec<Vec<DynamicObject>>,
+    related: Vec<Vec<Arc<DynamicObject>>>,
 }
 
 impl Snapshot {
@@ -62,12 +65,15 @@ impl Snapshot {
         Snapshot {
             parents,
             children: children.into_iter().map(Indexed::new).collect(),
-            related,
+            related: related
+                .into_iter()
+                .map(|l| l.into_iter().map(Arc::new).collect())
+                .collect(),
         }
     }
 
     /// Lists everything `target` needs.
-    pub async fn take(client: &kube::Client, target: &PlanTarget) -> Result<Self, PlanError> {
+    pub async fn take(client: &kube::Client, target: &Target) -> Result<Self, PlanError> {
         let parents = list(client, &target.parent.ar).await?;
         let mut children = Vec::new();
         for c in &target.children {
@@ -84,30 +90,34 @@ impl Snapshot {
     pub fn parents(&self) -> &[DynamicObject] {
         &self.parents
     }
+}
 
-    /// The object of child kind `kind` named `key`, whoever owns it.
-    pub fn child(&self, kind: usize, key: &ObjectKey) -> Option<&DynamicObject> {
-        self.children.get(kind)?.by_key.get(key)
+impl Source for Snapshot {
+    fn child(&self, kind: usize, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
+        self.children.get(kind)?.by_key.get(key).cloned()
     }
 
-    /// Objects of child kind `kind` controlled by the parent with `uid`.
-    pub fn owned_by(&self, kind: usize, uid: &str) -> Vec<&DynamicObject> {
+    fn owned_by(&self, kind: usize, uid: &str) -> Vec<Arc<DynamicObject>> {
         let Some(ix) = self.children.get(kind) else {
             return Vec::new();
         };
         ix.by_owner
             .get(uid)
-            .map(|keys| keys.iter().filter_map(|k| ix.by_key.get(k)).collect())
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| ix.by_key.get(k).cloned())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
-    /// Objects of related rule `i` in namespace `ns` (`None`: all).
-    pub fn related_in(&self, i: usize, ns: Option<&str>) -> Vec<&DynamicObject> {
+    fn related_in(&self, i: usize, ns: Option<&str>) -> Vec<Arc<DynamicObject>> {
         self.related
             .get(i)
             .map(|l| {
                 l.iter()
                     .filter(|o| ns.is_none() || o.metadata.namespace.as_deref() == ns)
+                    .cloned()
                     .collect()
             })
             .unwrap_or_default()

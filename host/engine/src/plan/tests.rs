@@ -6,10 +6,15 @@ use std::sync::Mutex;
 use futures::future::BoxFuture;
 use kube::api::ApiResource;
 use serde_json::json;
-use wr_runtime::{CallLimits, ReconcileResponse};
+use wr_runtime::{CallLimits, FaultKind, ReconcileRequest, ReconcileResponse};
 
+use crate::apply::{self, OwnerRef};
 use crate::crd::UpdateMethod;
+use crate::finalize;
+use crate::plugin::PluginError;
 use crate::resolve::Resolved;
+use crate::status_schema::SchemaCheck;
+use crate::target::TargetChild;
 use crate::validate::DeclaredKind;
 
 use super::*;
@@ -49,9 +54,9 @@ fn resolved(api_version: &str, kind: &str, plural: &str) -> Resolved {
     }
 }
 
-fn target(method: UpdateMethod, finalize: bool) -> PlanTarget {
+fn target(method: UpdateMethod, finalize: bool) -> Target {
     let cm = resolved("v1", "ConfigMap", "configmaps");
-    PlanTarget {
+    Target {
         name: "c".into(),
         field_manager: "wasm-reconciler/c".into(),
         finalizer: finalize::finalizer_name("c"),
@@ -70,8 +75,9 @@ fn target(method: UpdateMethod, finalize: bool) -> PlanTarget {
         config: Some(json!({"k": 1})),
         limits: CallLimits::default(),
         concurrency: 2,
-        status_schema: None,
+        status_schema: SchemaCheck::BuiltIn,
         status_mode: crate::status::StatusMode::Merge,
+        resync: None,
     }
 }
 
@@ -232,7 +238,7 @@ async fn finalizer_is_added_before_the_plugin_sees_the_parent_and_failures_are_r
     let p = Fixed(
         Mutex::default(),
         Err(PluginError::Fault {
-            kind: "PluginTrap".into(),
+            kind: FaultKind::Trap,
             message: "boom".into(),
         }),
     );

@@ -1,14 +1,15 @@
 //! Adapts the engine's [`EngineObserver`] seam to the Prometheus families of
-//! [`wr_operator::Metrics`] and to the `/readyz` "caches synced" flag. Kept in
-//! the binary so neither library crate depends on the other.
+//! [`wr_operator::Metrics`] and to the `/readyz` "caches synced" flag. The
+//! reconcile result and fault kind are the engine's (the runtime's
+//! `FaultKind`) all the way to the metric labels: nothing is translated here.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use wr_engine::{EngineObserver, FaultClass, ReconcileResult};
+use wr_engine::{EngineObserver, FaultKind, ReconcileResult};
 use wr_operator::Metrics;
-use wr_operator::metrics::{FaultKind, LoadKind, ReconcileResult as MetricResult};
+use wr_operator::metrics::LoadKind;
 
 /// Records engine events into `metrics`; sets `synced` when the manager's
 /// cache has done its first list.
@@ -33,36 +34,15 @@ impl MetricsObserver {
     }
 }
 
-fn result_label(r: ReconcileResult) -> MetricResult {
-    match r {
-        ReconcileResult::Success => MetricResult::Success,
-        ReconcileResult::TransientError => MetricResult::TransientError,
-        ReconcileResult::PermanentError => MetricResult::PermanentError,
-        ReconcileResult::Conflict => MetricResult::Conflict,
-        ReconcileResult::PluginFault => MetricResult::PluginFault,
-    }
-}
-
-fn fault_label(f: FaultClass) -> FaultKind {
-    match f {
-        FaultClass::Trap => FaultKind::Trap,
-        FaultClass::Timeout => FaultKind::Timeout,
-        FaultClass::Fuel => FaultKind::Fuel,
-        FaultClass::Memory => FaultKind::Memory,
-        FaultClass::InvalidOutput => FaultKind::InvalidOutput,
-    }
-}
-
 impl EngineObserver for MetricsObserver {
     fn reconcile_finished(&self, controller: &str, result: ReconcileResult, took: Duration) {
-        self.metrics
-            .reconcile_finished(controller, result_label(result), took);
+        self.metrics.reconcile_finished(controller, result, took);
     }
 
-    fn plugin_call(&self, controller: &str, took: Duration, fault: Option<FaultClass>) {
+    fn plugin_call(&self, controller: &str, took: Duration, fault: Option<FaultKind>) {
         self.metrics.plugin_call(controller, took);
         if let Some(f) = fault {
-            self.metrics.plugin_fault(controller, fault_label(f));
+            self.metrics.plugin_fault(controller, f);
         }
     }
 
@@ -124,7 +104,11 @@ mod tests {
         let (tx, rx) = watch::channel(false);
         let obs = MetricsObserver::new(metrics, tx, Duration::from_secs(300));
         obs.reconcile_finished("web", ReconcileResult::Conflict, Duration::from_millis(2));
-        obs.plugin_call("web", Duration::from_millis(1), Some(FaultClass::Fuel));
+        obs.plugin_call(
+            "web",
+            Duration::from_millis(1),
+            Some(FaultKind::FuelExhausted),
+        );
         obs.plugin_loaded("web", true, false);
         obs.caches_synced();
         let mut text = String::new();

@@ -1,18 +1,35 @@
-//! The controller a plan is for: its resources resolved through discovery
-//! (as the engine resolves them when it starts a controller), its config and
-//! its per-call limits.
+//! A WasmController resolved for reconciling: its parent, child and related
+//! resources resolved through discovery, its update strategies, config, call
+//! limits and the parent's status schema. One [`Target`] serves the running
+//! controller ([`crate::controller`]) and the preview ([`crate::plan`]), so
+//! both decide with the same settings ([`crate::decide`]).
+
+use std::time::Duration;
 
 use kube::api::DynamicObject;
 use kube::core::{Selector, SelectorExt};
 use serde_json::Value;
 use wr_runtime::CallLimits;
 
-use super::PlanError;
-use crate::controller::{DEFAULT_CONCURRENCY, StartError};
 use crate::crd::{RelatedResource, UpdateMethod, WasmControllerSpec};
 use crate::finalize;
-use crate::resolve::{Resolved, resolve};
+use crate::resolve::{ResolveError, Resolved, resolve};
+use crate::status_schema::{SchemaCheck, StatusSchema};
 use crate::validate::DeclaredKind;
+
+/// Default concurrency per controller (`maxConcurrentReconciles`).
+pub const DEFAULT_CONCURRENCY: u32 = 4;
+
+/// Which field of the spec a resolve failure is about.
+#[derive(Debug, thiserror::Error)]
+#[error("{field}: {source}")]
+pub struct StartError {
+    /// e.g. `spec.childResources[0]`.
+    pub field: String,
+    /// What went wrong.
+    #[source]
+    pub source: ResolveError,
+}
 
 /// A declared child kind.
 pub struct TargetChild {
@@ -32,8 +49,15 @@ pub struct TargetRelated {
     pub resolved: Resolved,
 }
 
-/// A controller as the planner needs it: resolved resources, config, limits.
-pub struct PlanTarget {
+impl TargetRelated {
+    /// True when `obj` is selected by this rule ([`related_matches`]).
+    pub fn matches(&self, obj: &DynamicObject) -> bool {
+        related_matches(&self.rule, self.selector.as_ref(), obj)
+    }
+}
+
+/// A controller as the decision core needs it: resolved resources, config, limits.
+pub struct Target {
     /// WasmController name.
     pub name: String,
     /// The host's field manager for this controller.
@@ -46,7 +70,7 @@ pub struct PlanTarget {
     pub parent: Resolved,
     /// Child kinds, in declared order.
     pub children: Vec<TargetChild>,
-    /// Child kinds as [`validate_response`] wants them.
+    /// Child kinds as [`crate::validate::validate_response`] wants them.
     pub declared: Vec<DeclaredKind>,
     /// Related rules, in declared order.
     pub related: Vec<TargetRelated>,
@@ -54,26 +78,50 @@ pub struct PlanTarget {
     pub config: Option<Value>,
     /// Per-call limits.
     pub limits: CallLimits,
-    /// How many parents are planned at once (`maxConcurrentReconciles`).
+    /// How many parents are reconciled (or planned) at once (`maxConcurrentReconciles`).
     pub concurrency: usize,
-    /// The parent CRD's schema, so a planned status is compared with what
-    /// the API server would store of it (`None`: not known, compared as is).
-    pub status_schema: Option<crate::status_schema::StatusSchema>,
-    /// `spec.statusMode`.
+    /// `spec.resyncPeriodSeconds` (`None`: the host's default).
+    pub resync: Option<Duration>,
+    /// The parent CRD's status schema, so a status is compared with what the
+    /// API server would store of it.
+    pub status_schema: SchemaCheck,
+    /// `spec.statusMode`: merge the plugin's status into the stored one, or
+    /// replace it (the host's conditions and observedGeneration kept).
     pub status_mode: crate::status::StatusMode,
 }
 
-/// The per-call limits a controller runs its plugin with (`spec.limits`, with
-/// the engine's defaults: 2 s, 64 MiB, no fuel, 4 MiB response).
+impl Target {
+    /// The parent CRD's status schema when it was read.
+    pub fn schema(&self) -> Option<&StatusSchema> {
+        self.status_schema.schema()
+    }
+
+    /// The namespace children of `parent` must live in (`None`: any, for a
+    /// cluster-scoped parent).
+    pub fn child_namespace<'a>(&self, parent: &'a DynamicObject) -> Option<&'a str> {
+        parent
+            .metadata
+            .namespace
+            .as_deref()
+            .filter(|_| self.parent.namespaced)
+    }
+}
+
+/// The per-call limits a controller runs its plugin with: `spec.limits` over
+/// [`CallLimits::default`] (the one default shared by controllers, `plan` and
+/// `render`).
 pub fn call_limits(spec: &WasmControllerSpec) -> CallLimits {
+    let d = CallLimits::default();
     let l = spec.limits.as_ref();
     CallLimits {
-        timeout: std::time::Duration::from_millis(u64::from(
-            l.and_then(|l| l.timeout_millis).unwrap_or(2000),
-        )),
-        max_memory_bytes: l.and_then(|l| l.memory_mib).unwrap_or(64) as usize * 1024 * 1024,
-        fuel: l.and_then(|l| l.fuel),
-        max_response_bytes: 4 * 1024 * 1024,
+        timeout: l
+            .and_then(|l| l.timeout_millis)
+            .map_or(d.timeout, |ms| Duration::from_millis(u64::from(ms))),
+        max_memory_bytes: l
+            .and_then(|l| l.memory_mib)
+            .map_or(d.max_memory_bytes, |m| m as usize * 1024 * 1024),
+        fuel: l.and_then(|l| l.fuel).or(d.fuel),
+        max_response_bytes: d.max_response_bytes,
     }
 }
 
@@ -101,13 +149,13 @@ pub fn related_matches(
     }
 }
 
-impl PlanTarget {
+impl Target {
     /// Resolves the resources of WasmController `name` through discovery.
     pub async fn resolve(
         client: &kube::Client,
         name: &str,
         spec: &WasmControllerSpec,
-    ) -> Result<Self, PlanError> {
+    ) -> Result<Self, StartError> {
         let at = |field: String| move |source| StartError { field, source };
         let parent = resolve(client, &spec.parent_resource)
             .await
@@ -142,11 +190,11 @@ impl PlanTarget {
                 resolved: r,
             });
         }
-        let status_schema = crate::status_schema::read(client, &parent.ar)
-            .await
-            .schema()
-            .cloned();
-        Ok(PlanTarget {
+        let status_schema = crate::status_schema::read(client, &parent.ar).await;
+        if let SchemaCheck::Unreadable(why) = &status_schema {
+            tracing::debug!(controller = %name, reason = %why, "parent status schema not checked");
+        }
+        Ok(Target {
             status_schema,
             status_mode: spec.status_mode,
             name: name.to_string(),
@@ -163,6 +211,9 @@ impl PlanTarget {
                 .max_concurrent_reconciles
                 .unwrap_or(DEFAULT_CONCURRENCY)
                 .max(1) as usize,
+            resync: spec
+                .resync_period_seconds
+                .map(|s| Duration::from_secs(u64::from(s))),
         })
     }
 }
