@@ -42,6 +42,8 @@ pub(crate) struct ChildKind {
 /// A related rule with its cache.
 pub(crate) struct RelatedKind {
     pub rule: RelatedResource,
+    /// Key of its objects in the request (`RelatedResource::key`).
+    pub key: String,
     pub selector: Option<Selector>,
     pub cache: Arc<KindCache>,
 }
@@ -202,6 +204,10 @@ pub struct Epoch(Arc<dyn ReconcilePlugin>);
 impl ReconcilePlugin for Epoch {
     fn digest(&self) -> &str {
         self.0.digest()
+    }
+
+    fn info(&self) -> Option<wr_runtime::PluginInfo> {
+        self.0.info()
     }
 
     fn reconcile<'a>(
@@ -376,6 +382,7 @@ pub(crate) async fn start(
             .and_then(|s| Selector::try_from(s).ok());
         related.push(RelatedKind {
             rule: rule.clone(),
+            key: rule.key(&r.ar.plural),
             selector,
             cache: caches.get(&r.ar),
         });

@@ -232,6 +232,12 @@ pub struct ConfigMapSource {
     {"rule": "!(has(self.selector) && has(self.names))", "message": "selector and names are mutually exclusive"}
 ]))]
 pub struct RelatedResource {
+    /// Key of this rule's objects in the request (plugin contract 0.2.0
+    /// groups `related` by it) and in `customize` selectors. Default: the
+    /// plural resource name, e.g. `secrets`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub name: Option<String>,
     /// `group/version`, or `v1` for the core group.
     #[schemars(length(min = 1))]
     pub api_version: String,
@@ -260,6 +266,13 @@ impl RelatedResource {
             resource: self.resource.clone(),
             kind: self.kind.clone(),
         }
+    }
+
+    /// The key of this rule's objects in the request: `name`, or the plural
+    /// of the resolved resource. Unnamed rules of one resource share a key
+    /// (and so a group).
+    pub fn key(&self, plural: &str) -> String {
+        self.name.clone().unwrap_or_else(|| plural.to_string())
     }
 }
 
@@ -310,6 +323,11 @@ pub struct WasmControllerStatus {
     /// resourceVersion of the plugin ConfigMap the serving plugin was read from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin_source_resource_version: Option<String>,
+    /// The plugin contract world and version the serving plugin implements,
+    /// found from the component's type at load, e.g.
+    /// `wasm-reconciler:plugin/reconciler@0.2.0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_contract: Option<String>,
     /// Parents whose last reconcile succeeded.
     #[serde(default)]
     pub parents_ready: u32,
@@ -358,6 +376,17 @@ impl WasmControllerSpec {
             check_ref(&field, &r.api_version, &r.resource, &r.kind)?;
             if r.selector.is_some() && r.names.is_some() {
                 return Err(err(&field, "selector and names are mutually exclusive"));
+            }
+            if let Some(name) = &r.name {
+                if name.is_empty() {
+                    return Err(err(&format!("{field}.name"), "must not be empty"));
+                }
+                if self.related[..i].iter().any(|o| o.name.as_ref() == Some(name)) {
+                    return Err(err(
+                        &format!("{field}.name"),
+                        &format!("{name:?} names an earlier rule too; names must be unique"),
+                    ));
+                }
             }
         }
         match (&self.plugin.config_map, &self.plugin.path) {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::api::DynamicObject;
 use serde_json::Value;
-use wr_runtime::ReconcileRequest;
+use wr_runtime::{ReconcileRequest, RelatedObjects};
 
 use crate::apply::{self, ChildAction, OwnerRef};
 use crate::controller::StartError;
@@ -170,9 +170,10 @@ pub async fn plan_parent(
             (RelatedScope::Namespace, true) => parent.metadata.namespace.as_deref(),
             _ => None,
         };
+        let group = RelatedObjects::group(&mut related, &r.key);
         for o in snap.related_in(i, ns) {
             if related_matches(&r.rule, r.selector.as_ref(), o) {
-                related.push(to_json(o));
+                group.push(to_json(o));
             }
         }
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use tracing::Instrument;
-use wr_runtime::{EventType, ReconcileRequest, ReconcileResponse};
+use wr_runtime::{EventType, ReconcileRequest, ReconcileResponse, RelatedObjects};
 
 use crate::apply::{self, ChildAction, OwnerRef};
 use crate::controller::{Controller, PermanentFailure, count_call};
@@ -257,9 +257,10 @@ async fn pass(
             (crate::crd::RelatedScope::Namespace, true) => parent.metadata.namespace.as_deref(),
             _ => None,
         };
+        let group = RelatedObjects::group(&mut related, &r.key);
         for o in r.cache.in_namespace(ns) {
             if r.matches(&o) {
-                related.push(to_json(&o));
+                group.push(to_json(&o));
             }
         }
     }

@@ -45,6 +45,25 @@ impl ReconcileRequest {
     }
 }
 
+impl RelatedObjects {
+    /// The group keyed `name` in `groups`, created (empty, at the end) when
+    /// there is none yet: rules that share a key share a group, and a rule
+    /// that selected nothing still has one.
+    pub fn group<'a>(groups: &'a mut Vec<RelatedObjects>, name: &str) -> &'a mut Vec<Value> {
+        let index = match groups.iter().position(|g| g.name == name) {
+            Some(index) => index,
+            None => {
+                groups.push(RelatedObjects {
+                    name: name.to_string(),
+                    objects: Vec::new(),
+                });
+                groups.len() - 1
+            }
+        };
+        &mut groups[index].objects
+    }
+}
+
 /// The objects one related rule selected (WIT 0.2.0 `related-objects`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RelatedObjects {

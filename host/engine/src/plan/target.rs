@@ -26,6 +26,8 @@ pub struct TargetChild {
 pub struct TargetRelated {
     /// The rule from the spec.
     pub rule: RelatedResource,
+    /// Key of its objects in the request (`RelatedResource::key`).
+    pub key: String,
     /// Its parsed label selector.
     pub selector: Option<Selector>,
     /// The resolved resource.
@@ -132,6 +134,7 @@ impl PlanTarget {
                 .await
                 .map_err(at(format!("spec.related[{i}]")))?;
             related.push(TargetRelated {
+                key: rule.key(&r.ar.plural),
                 rule: rule.clone(),
                 selector: rule
                     .selector
