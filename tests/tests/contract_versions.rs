@@ -51,7 +51,10 @@ fn committed_components_are_the_documented_ones() {
     for name in ["static-site", "tombstone"] {
         let plugin = rt.load(&old_bytes(name)).unwrap();
         let sha = plugin.digest().trim_start_matches("sha256:");
-        assert!(readme.contains(sha), "{name}: sha256 {sha} not in the README");
+        assert!(
+            readme.contains(sha),
+            "{name}: sha256 {sha} not in the README"
+        );
     }
 }
 
@@ -59,11 +62,31 @@ fn committed_components_are_the_documented_ones() {
 fn each_version_is_detected_from_the_component() {
     let rt = runtime();
     let cases = [
-        (old_bytes("static-site"), ContractVersion::V0_1, World::Reconciler, true),
-        (old_bytes("tombstone"), ContractVersion::V0_1, World::Reconciler, true),
+        (
+            old_bytes("static-site"),
+            ContractVersion::V0_1,
+            World::Reconciler,
+            true,
+        ),
+        (
+            old_bytes("tombstone"),
+            ContractVersion::V0_1,
+            World::Reconciler,
+            true,
+        ),
         // static-site declares it never reads `now`; tombstone that it does.
-        (plugin_bytes("static-site"), ContractVersion::V0_2, World::Reconciler, false),
-        (plugin_bytes("tombstone"), ContractVersion::V0_2, World::Reconciler, true),
+        (
+            plugin_bytes("static-site"),
+            ContractVersion::V0_2,
+            World::Reconciler,
+            false,
+        ),
+        (
+            plugin_bytes("tombstone"),
+            ContractVersion::V0_2,
+            World::Reconciler,
+            true,
+        ),
         (
             plugin_bytes("team-config"),
             ContractVersion::V0_2,
@@ -72,7 +95,9 @@ fn each_version_is_detected_from_the_component() {
         ),
     ];
     for (index, (bytes, contract, world, reads_now)) in cases.into_iter().enumerate() {
-        let plugin = rt.load(&bytes).unwrap_or_else(|e| panic!("case {index}: {e}"));
+        let plugin = rt
+            .load(&bytes)
+            .unwrap_or_else(|e| panic!("case {index}: {e}"));
         let info = plugin.info();
         assert_eq!(
             (info.contract, info.world, info.reads_now),
@@ -160,10 +185,7 @@ async fn related_groups_reach_each_version_in_its_shape() {
     let team = rt.load(&plugin_bytes("team-config")).unwrap();
     let resp = team.reconcile(&req, &limits).await.unwrap();
     // Only its own rule's group, and in it only its team: "o" is not seen.
-    assert_eq!(
-        resp.status,
-        Some(json!({"team": "web", "sources": ["a"]}))
-    );
+    assert_eq!(resp.status, Some(json!({"team": "web", "sources": ["a"]})));
     assert_eq!(resp.children[0]["data"], json!({"a": "web"}));
     assert_eq!(req.related_flat().count(), 3);
 }
@@ -252,7 +274,12 @@ async fn old_and_new_contract_components_reconcile_in_one_host() -> Result<()> {
     let mut env = Env::start_with_wasm().await?;
     install_crd(&env.client, example("static-site/crd.yaml")?).await?;
     install_crd(&env.client, example("tombstone/crd.yaml")?).await?;
-    controller(&env, "static-site/controller.yaml", old_component("static-site")).await?;
+    controller(
+        &env,
+        "static-site/controller.yaml",
+        old_component("static-site"),
+    )
+    .await?;
     controller(
         &env,
         "tombstone/controller.yaml",

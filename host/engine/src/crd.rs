@@ -381,7 +381,10 @@ impl WasmControllerSpec {
                 if name.is_empty() {
                     return Err(err(&format!("{field}.name"), "must not be empty"));
                 }
-                if self.related[..i].iter().any(|o| o.name.as_ref() == Some(name)) {
+                if self.related[..i]
+                    .iter()
+                    .any(|o| o.name.as_ref() == Some(name))
+                {
                     return Err(err(
                         &format!("{field}.name"),
                         &format!("{name:?} names an earlier rule too; names must be unique"),

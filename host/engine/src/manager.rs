@@ -967,7 +967,11 @@ async fn fill_plugin_status(inner: &Arc<Inner>, name: &str, status: &mut WasmCon
     let (digest, contract) = match inner.running.lock().await.get(name) {
         Some(r) => (
             Some(r.digest.clone()),
-            r.handle.ctl.serving_plugin().info().map(|i| i.qualified_world()),
+            r.handle
+                .ctl
+                .serving_plugin()
+                .info()
+                .map(|i| i.qualified_world()),
         ),
         None => (None, None),
     };

@@ -119,6 +119,9 @@ mod tests {
                 "wasm-reconciler:plugin/reconciler-with-customize@0.2.0",
             ]
         );
-        assert_eq!(ContractVersion::LATEST, *ContractVersion::ALL.last().unwrap());
+        assert_eq!(
+            ContractVersion::LATEST,
+            *ContractVersion::ALL.last().unwrap()
+        );
     }
 }

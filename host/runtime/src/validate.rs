@@ -78,12 +78,26 @@ pub(crate) fn link(
         (true, false) => (ContractVersion::V0_2, World::Reconciler),
         (false, _) => (ContractVersion::V0_1, World::Reconciler),
     };
-    typed(pre, version, world).map_err(|e| {
-        LoadError::WorldMismatch(format!(
-            "by its exports it is `{}`, but an export has another type (built against another WIT version?): {e:#}",
-            world.qualified(version)
-        ))
-    })
+    let first = match typed(pre.clone(), version, world) {
+        Ok(linked) => return Ok(linked),
+        Err(e) => e,
+    };
+    // Extra exports may mislead the guess (e.g. an unrelated `info`): any
+    // other world whose types fit is still that world.
+    for other_version in ContractVersion::ALL.iter().rev() {
+        for other_world in other_version.worlds() {
+            if (*other_version, *other_world) == (version, world) {
+                continue;
+            }
+            if let Ok(linked) = typed(pre.clone(), *other_version, *other_world) {
+                return Ok(linked);
+            }
+        }
+    }
+    Err(LoadError::WorldMismatch(format!(
+        "by its exports it is `{}`, but an export has another type (built against another WIT version?): {first:#}",
+        world.qualified(version)
+    )))
 }
 
 /// Pre-links for one world; fails when an export's type does not match it.
@@ -97,9 +111,9 @@ fn typed(
         (ContractVersion::V0_2, World::Reconciler) => {
             WorldPre::V0_2(v0_2::ReconcilerPre::new(pre)?)
         }
-        (ContractVersion::V0_2, World::ReconcilerWithCustomize) => WorldPre::V0_2Customize(
-            v0_2::customize::ReconcilerWithCustomizePre::new(pre)?,
-        ),
+        (ContractVersion::V0_2, World::ReconcilerWithCustomize) => {
+            WorldPre::V0_2Customize(v0_2::customize::ReconcilerWithCustomizePre::new(pre)?)
+        }
     })
 }
 

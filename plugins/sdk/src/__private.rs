@@ -198,7 +198,11 @@ mod tests {
         let mut bad = wit_request("{}", false);
         bad.related[0].objects.push("{nope".into());
         let err = parse_request(bad).unwrap_err();
-        assert!(err.message().contains(r#"related "secrets"[1]"#), "{}", err.message());
+        assert!(
+            err.message().contains(r#"related "secrets"[1]"#),
+            "{}",
+            err.message()
+        );
     }
 
     struct Pure;
@@ -210,11 +214,14 @@ mod tests {
     }
     impl Customize for Pure {
         fn customize(req: &CustomizeRequest) -> Result<Vec<crate::RelatedSelector>, Error> {
-            let team: String = req.config::<std::collections::BTreeMap<String, String>>()?
+            let team: String = req
+                .config::<std::collections::BTreeMap<String, String>>()?
                 .get("team")
                 .cloned()
                 .unwrap_or_default();
-            Ok(vec![crate::RelatedSelector::new("secrets").label("team", team)])
+            Ok(vec![
+                crate::RelatedSelector::new("secrets").label("team", team),
+            ])
         }
     }
 
@@ -233,7 +240,10 @@ mod tests {
         .unwrap();
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].name, "secrets");
-        assert_eq!(out[0].match_labels, vec![("team".to_string(), "a".to_string())]);
+        assert_eq!(
+            out[0].match_labels,
+            vec![("team".to_string(), "a".to_string())]
+        );
         match dispatch_customize::<Pure>(wit::CustomizeRequest {
             parent: "{".into(),
             config: None,

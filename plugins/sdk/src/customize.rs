@@ -104,7 +104,11 @@ impl RelatedSelector {
 
     /// Only objects that do not have the label `key`.
     pub fn does_not_exist(self, key: impl Into<String>) -> Self {
-        self.expression(key, wit::SelectorOperator::DoesNotExist, Vec::<String>::new())
+        self.expression(
+            key,
+            wit::SelectorOperator::DoesNotExist,
+            Vec::<String>::new(),
+        )
     }
 
     /// Only objects with one of these names.
@@ -123,7 +127,12 @@ impl RelatedSelector {
         self
     }
 
-    fn expression<I, S>(mut self, key: impl Into<String>, op: wit::SelectorOperator, values: I) -> Self
+    fn expression<I, S>(
+        mut self,
+        key: impl Into<String>,
+        op: wit::SelectorOperator,
+        values: I,
+    ) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,

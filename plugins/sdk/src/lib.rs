@@ -60,11 +60,11 @@ mod object;
 mod request;
 mod response;
 
+pub use customize::{CustomizeRequest, RelatedSelector};
 pub use error::Error;
 pub use log::{LogLevel, log};
 pub use names::{child_name, content_hash, is_dns1123_label};
 pub use object::{Meta, annotate, find, label, object};
-pub use customize::{CustomizeRequest, RelatedSelector};
 pub use request::{Related, Request};
 pub use response::{Condition, ConditionStatus, Event, EventType, Response};
 pub use serde_json::{self, Value, json};
@@ -97,9 +97,9 @@ pub trait Customize: Reconciler {
 /// Everything a plugin usually needs, in one `use`.
 pub mod prelude {
     pub use crate::{
-        Condition, ConditionStatus, Customize, CustomizeRequest, Error, Event, EventType,
-        LogLevel, Meta, Reconciler, Related, RelatedSelector, Request, Response, Value, annotate,
-        child_name, content_hash, find, json, label, log, object,
+        Condition, ConditionStatus, Customize, CustomizeRequest, Error, Event, EventType, LogLevel,
+        Meta, Reconciler, Related, RelatedSelector, Request, Response, Value, annotate, child_name,
+        content_hash, find, json, label, log, object,
     };
 }
 

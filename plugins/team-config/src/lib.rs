@@ -36,7 +36,9 @@ impl Reconciler for TeamConfig {
         let mut sources = Vec::new();
         for cm in req.related(RULE) {
             let labels = cm.pointer("/metadata/labels").and_then(Value::as_object);
-            let team = labels.and_then(|l| l.get(TEAM_LABEL)).and_then(Value::as_str);
+            let team = labels
+                .and_then(|l| l.get(TEAM_LABEL))
+                .and_then(Value::as_str);
             if team != Some(spec.team.as_str()) {
                 continue;
             }
@@ -60,7 +62,9 @@ impl Reconciler for TeamConfig {
 impl Customize for TeamConfig {
     fn customize(req: &CustomizeRequest) -> Result<Vec<RelatedSelector>, Error> {
         let spec: Spec = req.spec()?;
-        Ok(vec![RelatedSelector::new(RULE).label(TEAM_LABEL, spec.team)])
+        Ok(vec![
+            RelatedSelector::new(RULE).label(TEAM_LABEL, spec.team),
+        ])
     }
 }
 
