@@ -518,6 +518,27 @@ mod tests {
     }
 
     #[test]
+    fn related_names_key_the_rules_and_must_be_unique() {
+        let mut s = spec();
+        let rule: RelatedResource = serde_json::from_value(
+            serde_json::json!({"apiVersion": "v1", "resource": "secrets"}),
+        )
+        .unwrap();
+        assert_eq!(rule.key("secrets"), "secrets");
+        let named = RelatedResource {
+            name: Some("tls".into()),
+            ..rule.clone()
+        };
+        assert_eq!(named.key("secrets"), "tls");
+        s.related = vec![rule.clone(), named.clone(), rule];
+        assert_eq!(s.validate(), Ok(()));
+        s.related.push(named);
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.field, "spec.related[3].name");
+        assert!(e.message.contains("\"tls\""), "{}", e.message);
+    }
+
+    #[test]
     fn plugin_needs_exactly_one_source() {
         let mut s = spec();
         s.plugin.path = None;

@@ -147,6 +147,7 @@ macro_rules! export_reconciler_with_customize {
         $crate::export_reconciler_with_customize!($ty, "../../wit/0.2.0");
     };
     ($ty:ty, $wit:literal) => {
+        #[allow(clippy::too_many_arguments)] // generated code
         mod __wr_customize_bindings {
             $crate::__wit_bindgen::generate!({
                 path: $wit,
