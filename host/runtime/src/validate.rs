@@ -95,7 +95,7 @@ pub(crate) fn link(
         }
     }
     Err(LoadError::WorldMismatch(format!(
-        "by its exports it is `{}`, but an export has another type (built against another WIT version?): {first:#}",
+        "by its exports it is `{}`, but an export has the wrong type (built against another WIT version?): {first:#}",
         world.qualified(version)
     )))
 }
