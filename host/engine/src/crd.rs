@@ -520,10 +520,9 @@ mod tests {
     #[test]
     fn related_names_key_the_rules_and_must_be_unique() {
         let mut s = spec();
-        let rule: RelatedResource = serde_json::from_value(
-            serde_json::json!({"apiVersion": "v1", "resource": "secrets"}),
-        )
-        .unwrap();
+        let rule: RelatedResource =
+            serde_json::from_value(serde_json::json!({"apiVersion": "v1", "resource": "secrets"}))
+                .unwrap();
         assert_eq!(rule.key("secrets"), "secrets");
         let named = RelatedResource {
             name: Some("tls".into()),
