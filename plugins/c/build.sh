@@ -53,7 +53,9 @@ wasm_tools="$venv/bin/wasm-tools"
 # by this wit-bindgen version (paths relative to the repository, so the key
 # does not depend on where the checkout is).
 bindings="$here/sdk/bindings"
-wit_key="wit-bindgen $WIT_BINDGEN_VERSION, wit $(cd "$wr_repo" && find wit -type f -print0 |
+# Only wit/*.wit: the C SDK builds against contract 0.1.0 (wit/reconciler.wit);
+# newer versions in wit/<version>/ do not change its bindings.
+wit_key="wit-bindgen $WIT_BINDGEN_VERSION, wit $(cd "$wr_repo" && find wit -maxdepth 1 -type f -name '*.wit' -print0 |
   LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32)"
 if [ $regenerate = 1 ] || [ "$(cat "$bindings/wit.key" 2>/dev/null)" != "$wit_key" ]; then
   tools="$wr_cache/c-tools-wb$WIT_BINDGEN_VERSION"

@@ -123,9 +123,19 @@ fn read_fixture(dir: &Path) -> Fixture {
     let children = read("observed.yaml")
         .map(|t| yaml_docs(&t))
         .unwrap_or_default();
-    let related = read("related.yaml")
+    // Keyed by plural resource name, as `render --related FILE` does.
+    let mut related = Vec::new();
+    for object in read("related.yaml")
         .map(|t| yaml_docs(&t))
-        .unwrap_or_default();
+        .unwrap_or_default()
+    {
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let gvk = kube::core::GroupVersionKind::gvk(group, version, kind);
+        let plural = kube::core::ApiResource::from_gvk(&gvk).plural;
+        wr_runtime::RelatedObjects::group(&mut related, &plural).push(object);
+    }
     let config = read("config.json").map(|t| {
         serde_json::from_str(&t).unwrap_or_else(|e| panic!("{}: config.json: {e}", dir.display()))
     });

@@ -728,7 +728,11 @@ async fn related_objects_are_handed_over_and_retrigger_parents() -> Result<()> {
     env.namespace("ns1").await?;
     let p = ScriptPlugin::new("rel", |req, _| {
         let mut r = configmap_children(req);
-        let n = req.related.len().to_string();
+        // The rule has no `name`: its group is keyed by the plural resource.
+        let n = match req.related.as_slice() {
+            [group] if group.name == "secrets" => group.objects.len().to_string(),
+            other => format!("unexpected groups {other:?}"),
+        };
         for c in &mut r.children {
             c["data"]["value"] = json!(n);
         }

@@ -201,3 +201,41 @@ fn a_file_that_is_not_a_component_is_a_fault() {
     assert!(stderr.contains("bogus.wasm"), "{stderr}");
     assert!(stderr.contains("cannot load plugin"), "{stderr}");
 }
+
+/// The committed 0.1.0 static-site and the one built from this tree render
+/// the same document; the YAML output's first line names each one's contract.
+#[test]
+fn yaml_output_names_the_plugin_contract() {
+    let cache = tempfile::tempdir().unwrap();
+    let case = fixtures().join("static-site").join("rollout");
+    let old = fixtures().join("contract-0.1.0").join("static_site.wasm");
+    let mut outputs = Vec::new();
+    for (wasm, want) in [
+        (
+            old,
+            "# plugin contract: wasm-reconciler:plugin/reconciler@0.1.0",
+        ),
+        (
+            plugin_path("static-site"),
+            "# plugin contract: wasm-reconciler:plugin/reconciler@0.2.0",
+        ),
+    ] {
+        let args = vec![
+            format!("--plugin={}", wasm.display()),
+            format!("--parent={}", case.join("parent.yaml").display()),
+            format!("--observed={}", case.join("observed.yaml").display()),
+            format!("--config={}", case.join("config.json").display()),
+            "--now=2026-01-15T12:00:00Z".to_string(),
+        ];
+        let out = render(cache.path(), &args);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(stdout.lines().next(), Some(want), "{stdout}");
+        outputs.push(serde_yaml::from_str::<Value>(&stdout).unwrap());
+    }
+    assert_eq!(outputs[0], outputs[1]);
+}

@@ -249,6 +249,12 @@ pub struct ConfigMapSource {
     {"rule": "!(has(self.selector) && has(self.names))", "message": "selector and names are mutually exclusive"}
 ]))]
 pub struct RelatedResource {
+    /// Key of this rule's objects in the request (plugin contract 0.2.0
+    /// groups `related` by it) and in `customize` selectors. Default: the
+    /// plural resource name, e.g. `secrets`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub name: Option<String>,
     /// `group/version`, or `v1` for the core group.
     #[schemars(length(min = 1))]
     pub api_version: String,
@@ -277,6 +283,13 @@ impl RelatedResource {
             resource: self.resource.clone(),
             kind: self.kind.clone(),
         }
+    }
+
+    /// The key of this rule's objects in the request: `name`, or the plural
+    /// of the resolved resource. Unnamed rules of one resource share a key
+    /// (and so a group).
+    pub fn key(&self, plural: &str) -> String {
+        self.name.clone().unwrap_or_else(|| plural.to_string())
     }
 }
 
@@ -327,6 +340,11 @@ pub struct WasmControllerStatus {
     /// resourceVersion of the plugin ConfigMap the serving plugin was read from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin_source_resource_version: Option<String>,
+    /// The plugin contract world and version the serving plugin implements,
+    /// found from the component's type at load, e.g.
+    /// `wasm-reconciler:plugin/reconciler@0.2.0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_contract: Option<String>,
     /// Parents whose last reconcile succeeded.
     #[serde(default)]
     pub parents_ready: u32,
@@ -375,6 +393,20 @@ impl WasmControllerSpec {
             check_ref(&field, &r.api_version, &r.resource, &r.kind)?;
             if r.selector.is_some() && r.names.is_some() {
                 return Err(err(&field, "selector and names are mutually exclusive"));
+            }
+            if let Some(name) = &r.name {
+                if name.is_empty() {
+                    return Err(err(&format!("{field}.name"), "must not be empty"));
+                }
+                if self.related[..i]
+                    .iter()
+                    .any(|o| o.name.as_ref() == Some(name))
+                {
+                    return Err(err(
+                        &format!("{field}.name"),
+                        &format!("{name:?} names an earlier rule too; names must be unique"),
+                    ));
+                }
             }
         }
         match (&self.plugin.config_map, &self.plugin.path) {
@@ -500,6 +532,26 @@ mod tests {
         s.child_resources[0].kind = Some("ConfigMap".into());
         let e = s.validate().unwrap_err();
         assert_eq!(e.field, "spec.childResources[0]");
+    }
+
+    #[test]
+    fn related_names_key_the_rules_and_must_be_unique() {
+        let mut s = spec();
+        let rule: RelatedResource =
+            serde_json::from_value(serde_json::json!({"apiVersion": "v1", "resource": "secrets"}))
+                .unwrap();
+        assert_eq!(rule.key("secrets"), "secrets");
+        let named = RelatedResource {
+            name: Some("tls".into()),
+            ..rule.clone()
+        };
+        assert_eq!(named.key("secrets"), "tls");
+        s.related = vec![rule.clone(), named.clone(), rule];
+        assert_eq!(s.validate(), Ok(()));
+        s.related.push(named);
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.field, "spec.related[3].name");
+        assert!(e.message.contains("\"tls\""), "{}", e.message);
     }
 
     #[test]

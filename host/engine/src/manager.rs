@@ -994,19 +994,27 @@ async fn rollback_if_failed(inner: &Arc<Inner>, name: &str, serving: &str) -> Op
     Some(msg)
 }
 
-/// Digest, load time and source resourceVersion of the serving version.
+/// Digest, contract, load time and source resourceVersion of the serving version.
 async fn fill_plugin_status(inner: &Arc<Inner>, name: &str, status: &mut WasmControllerStatus) {
-    let digest = inner
-        .running
-        .lock()
-        .await
-        .get(name)
-        .map(|r| r.digest.clone());
+    let (digest, contract) = match inner.running.lock().await.get(name) {
+        Some(r) => (
+            Some(r.digest.clone()),
+            r.handle
+                .ctl
+                .serving_plugin()
+                .info()
+                .map(|i| i.qualified_world()),
+        ),
+        None => (None, None),
+    };
     if let (Some(obs), Some(d)) = (&inner.opts.observer, &digest) {
         obs.active_digest(name, Some(d));
     }
     if digest.is_some() {
         status.plugin_digest = digest;
+    }
+    if contract.is_some() {
+        status.plugin_contract = contract;
     }
     let st = lock(&inner.plugins);
     if let Some(ps) = st.get(name) {

@@ -46,6 +46,11 @@ pub enum PluginError {
 pub trait ReconcilePlugin: Send + Sync {
     /// `sha256:<hex>` of the component.
     fn digest(&self) -> &str;
+    /// The plugin contract version and world the component implements and
+    /// what it declared at load (`None`: not a component, e.g. a test fake).
+    fn info(&self) -> Option<wr_runtime::PluginInfo> {
+        None
+    }
     /// One reconcile call.
     fn reconcile<'a>(
         &'a self,

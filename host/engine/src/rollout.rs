@@ -110,6 +110,10 @@ impl ReconcilePlugin for Judged {
         self.inner.digest()
     }
 
+    fn info(&self) -> Option<wr_runtime::PluginInfo> {
+        self.inner.info()
+    }
+
     fn reconcile<'a>(
         &'a self,
         req: &'a ReconcileRequest,

@@ -43,6 +43,8 @@ pub struct TargetChild {
 pub struct TargetRelated {
     /// The rule from the spec.
     pub rule: RelatedResource,
+    /// Key of its objects in the request (`RelatedResource::key`).
+    pub key: String,
     /// Its parsed label selector.
     pub selector: Option<Selector>,
     /// The resolved resource.
@@ -182,6 +184,7 @@ impl Target {
                 .await
                 .map_err(at(format!("spec.related[{i}]")))?;
             related.push(TargetRelated {
+                key: rule.key(&r.ar.plural),
                 rule: rule.clone(),
                 selector: rule
                     .selector

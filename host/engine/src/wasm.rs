@@ -41,6 +41,10 @@ impl ReconcilePlugin for WasmPlugin {
         self.0.digest()
     }
 
+    fn info(&self) -> Option<wr_runtime::PluginInfo> {
+        Some(*self.0.info())
+    }
+
     fn reconcile<'a>(
         &'a self,
         req: &'a ReconcileRequest,

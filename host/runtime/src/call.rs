@@ -1,14 +1,16 @@
-//! One call: fresh store, limits, instantiate, call, classify the outcome.
+//! One call of any export: fresh store, limits, instantiate, call, classify
+//! the outcome.
 
 use std::time::{Duration, Instant};
 
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use crate::CallLimits;
-use crate::bindings::{self, ReconcilerPre};
+use crate::bindings::{self, Op, OpResult, WorldPre};
+use crate::contract::PluginInfo;
 use crate::error::{CallError, FaultKind};
 use crate::sandbox::{self, HostState};
-use crate::types::{ReconcileRequest, ReconcileResponse};
+use crate::types::{CustomizeRequest, ReconcileRequest, ReconcileResponse, RelatedSelector};
 
 /// Where the time of one call went; for benches and debug logs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -19,17 +21,85 @@ pub struct CallTimings {
     pub call: Duration,
 }
 
+/// One `reconcile` call: the request is lowered into the plugin's contract
+/// version, the response lifted back, capped and parsed.
 pub(crate) async fn run(
-    pre: &ReconcilerPre<HostState>,
+    pre: &WorldPre,
     memory_cap: usize,
     req: &ReconcileRequest,
     limits: &CallLimits,
 ) -> (Result<ReconcileResponse, CallError>, CallTimings) {
-    let mut timings = CallTimings::default();
-    let wit_req = match bindings::to_wit_request(req) {
+    let wire = match bindings::wire_request(pre.contract(), req) {
         Ok(r) => r,
-        Err(e) => return (Err(e), timings),
+        Err(e) => return (Err(e), CallTimings::default()),
     };
+    let (outcome, mut timings) = run_op(pre, memory_cap, &Op::Reconcile(wire), limits).await;
+    let lifted = Instant::now();
+    let result = match outcome {
+        Err(e) => Err(e),
+        Ok(OpResult::Reconcile(Err(plugin_err))) => Err(plugin_err),
+        Ok(OpResult::Reconcile(Ok(resp))) => {
+            let size = resp.size();
+            if size > limits.max_response_bytes {
+                Err(CallError::fault(
+                    FaultKind::ResponseTooLarge,
+                    format!(
+                        "response is {size} bytes, over the cap of {} bytes",
+                        limits.max_response_bytes
+                    ),
+                ))
+            } else {
+                resp.parse()
+            }
+        }
+        Ok(_) => Err(unexpected()),
+    };
+    timings.call += lifted.elapsed();
+    (result, timings)
+}
+
+/// Calls `info` (0.2.0 and later) in a fresh instance under `limits`.
+pub(crate) async fn info(
+    pre: &WorldPre,
+    memory_cap: usize,
+    limits: &CallLimits,
+) -> Result<PluginInfo, CallError> {
+    match run_op(pre, memory_cap, &Op::Info, limits).await.0? {
+        OpResult::Info(info) => Ok(info),
+        _ => Err(unexpected()),
+    }
+}
+
+/// Calls `customize` in a fresh instance under `limits`.
+pub(crate) async fn customize(
+    pre: &WorldPre,
+    memory_cap: usize,
+    req: &CustomizeRequest,
+    limits: &CallLimits,
+) -> Result<Vec<RelatedSelector>, CallError> {
+    let op = Op::Customize(bindings::v0_2::customize_request(req)?);
+    match run_op(pre, memory_cap, &op, limits).await.0? {
+        OpResult::Customize(result) => result,
+        _ => Err(unexpected()),
+    }
+}
+
+fn unexpected() -> CallError {
+    CallError::fault(
+        FaultKind::Internal,
+        "the plugin's answer does not match the call (a host bug)",
+    )
+}
+
+/// The sandbox around any export: fresh store, limits, instantiate, call,
+/// classify a failure.
+async fn run_op(
+    pre: &WorldPre,
+    memory_cap: usize,
+    op: &Op,
+    limits: &CallLimits,
+) -> (Result<OpResult, CallError>, CallTimings) {
+    let mut timings = CallTimings::default();
     let memory_cap = limits.max_memory_bytes.min(memory_cap);
     let started = Instant::now();
     let mut store = Store::new(pre.engine(), HostState::new(memory_cap));
@@ -67,7 +137,7 @@ pub(crate) async fn run(
             timings,
         );
     }
-    let instance = match pre.instantiate_async(&mut store).await {
+    let instance = match pre.instantiate(&mut store).await {
         Ok(instance) => instance,
         Err(err) => {
             timings.instantiate = started.elapsed();
@@ -80,26 +150,9 @@ pub(crate) async fn run(
     };
     let instantiated = Instant::now();
     timings.instantiate = instantiated - started;
-    let outcome = instance.call_reconcile(&mut store, &wit_req).await;
+    let outcome = instance.call(&mut store, op).await;
     sandbox::flush_stdio(store.data());
-    let result = match outcome {
-        Err(err) => Err(classify(&err, store.data(), limits, memory_cap)),
-        Ok(Err(plugin_err)) => Err(bindings::from_wit_error(plugin_err)),
-        Ok(Ok(resp)) => {
-            let size = bindings::response_size(&resp);
-            if size > limits.max_response_bytes {
-                Err(CallError::fault(
-                    FaultKind::ResponseTooLarge,
-                    format!(
-                        "response is {size} bytes, over the cap of {} bytes",
-                        limits.max_response_bytes
-                    ),
-                ))
-            } else {
-                bindings::from_wit_response(resp)
-            }
-        }
-    };
+    let result = outcome.map_err(|err| classify(&err, store.data(), limits, memory_cap));
     timings.call = instantiated.elapsed();
     (result, timings)
 }

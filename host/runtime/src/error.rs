@@ -31,14 +31,23 @@ pub enum LoadError {
     #[error("not a valid WebAssembly component: {0}")]
     Compile(String),
     /// The component imports something the host does not provide. The host
-    /// provides `wasm-reconciler:plugin/host` and WASI 0.2 (with an empty context).
+    /// provides `wasm-reconciler:plugin/host` (0.1.x and 0.2.x) and WASI 0.2
+    /// (with an empty context).
     #[error(
-        "component imports `{import}`, which the host does not provide (a plugin may import only `wasm-reconciler:plugin/host@0.1.x` and WASI 0.2): {detail}"
+        "component imports `{import}`, which the host does not provide (a plugin may import only `wasm-reconciler:plugin/host@0.1.x`, `wasm-reconciler:plugin/host@0.2.x` and WASI 0.2): {detail}"
     )]
     UnknownImport { import: String, detail: String },
-    /// The component does not implement the `reconciler` world.
-    #[error("component does not implement world `wasm-reconciler:plugin/reconciler@0.1.0`: {0}")]
+    /// The component implements none of the plugin worlds this host supports
+    /// (the message lists them: see `ContractVersion::supported_worlds`).
+    #[error(
+        "component implements none of the plugin worlds this host supports ({supported}): {0}",
+        supported = crate::ContractVersion::supported_worlds().join(", ")
+    )]
     WorldMismatch(String),
+    /// The component implements a 0.2.0 world but its `info` export failed
+    /// when the host called it at load.
+    #[error("plugin `info` failed at load: {0}")]
+    Info(String),
 }
 
 /// Which kind of misbehaviour stopped a call. The host survives all of them.

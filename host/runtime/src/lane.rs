@@ -17,9 +17,9 @@
 use std::sync::{Mutex, OnceLock};
 
 use wasmtime::Engine;
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 
-use crate::bindings::{self, ReconcilerPre};
+use crate::bindings::{self, WorldPre};
 use crate::cache::DiskCache;
 use crate::engine::{self, EpochTicker, Metering};
 use crate::error::{LoadError, RuntimeError};
@@ -36,15 +36,14 @@ pub(crate) struct Lane {
 }
 
 impl Lane {
-    /// Creates the engine, the linker (host `log` + WASI with an empty
-    /// context), opens the disk cache and starts the epoch ticker.
+    /// Creates the engine, the linker (host `log` of every contract version +
+    /// WASI with an empty context), opens the disk cache and starts the epoch ticker.
     pub(crate) fn new(config: &RuntimeConfig, metering: Metering) -> Result<Lane, RuntimeError> {
         let engine = engine::build(config, metering)?;
         let mut linker: Linker<HostState> = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| RuntimeError::Linker(format!("{e:#}")))?;
-        bindings::Reconciler::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
-            .map_err(|e| RuntimeError::Linker(format!("{e:#}")))?;
+        bindings::add_to_linker(&mut linker).map_err(|e| RuntimeError::Linker(format!("{e:#}")))?;
         let cache = match &config.cache_dir {
             Some(dir) => Some(
                 DiskCache::open(dir.clone(), engine::cache_key(&engine)).map_err(|source| {
@@ -66,14 +65,14 @@ impl Lane {
     }
 
     /// Gets the component for this lane from the disk cache or by compiling
-    /// it, validates it against the world and pre-links it. Only validated
+    /// it, finds the world it implements and pre-links it for that world. Only validated
     /// components are written to the disk cache.
     pub(crate) fn prepare(
         &self,
         sha256_hex: &str,
         bytes: &[u8],
         counters: &Counters,
-    ) -> Result<ReconcilerPre<HostState>, LoadError> {
+    ) -> Result<WorldPre, LoadError> {
         let cached = self
             .cache
             .as_ref()

@@ -1,6 +1,11 @@
 //! The plugin runtime: loads reconcile plugins (WebAssembly components that
-//! implement `wit/reconciler.wit`) and calls them in a sandbox.
+//! implement a world of the plugin contract: `wit/reconciler.wit`, 0.1.0, or
+//! `wit/0.2.0/reconciler.wit`, 0.2.0) and calls them in a sandbox.
 //!
+//! - The contract version is found at load from the component's type
+//!   (`validate`); each version has its own bindings (`bindings`), adapted to
+//!   the one request/response shape in `types`, so callers never see it
+//!   except through [`Plugin::info`].
 //! - Two shared wasmtime engines ("lanes", see `lane`): a plain one without
 //!   fuel instrumentation, used for every call without a fuel budget (the
 //!   fast path), and a fuel-metered one, created on the first call that sets
@@ -20,6 +25,7 @@
 mod bindings;
 mod cache;
 mod call;
+mod contract;
 mod engine;
 mod error;
 mod lane;
@@ -36,12 +42,12 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 pub use call::CallTimings;
+pub use contract::{ContractVersion, PluginInfo, World};
 pub use error::{CallError, FaultKind, LoadError, RuntimeError};
 pub use types::*;
 
-use bindings::ReconcilerPre;
+use bindings::WorldPre;
 use lane::Lanes;
-use sandbox::HostState;
 
 /// Runtime-wide settings: one `Engine`, one pooling allocator, one disk cache.
 #[derive(Debug, Clone)]
@@ -203,7 +209,9 @@ impl PluginRuntime {
 
     /// Loads a component: from the in-memory map if these bytes were loaded
     /// before (in use, or among the [`IDLE_VERSIONS_KEPT`] most recent idle ones), else from the disk cache, else by compiling (and caching) it.
-    /// Validates that it implements the `reconciler` world.
+    /// Finds the contract version and world it implements from its type, and
+    /// for 0.2.0 and later calls its `info` export once (in the sandbox, with
+    /// the default limits) to read what it declares.
     ///
     /// CPU-heavy and synchronous: async callers use `spawn_blocking`.
     pub fn load(&self, bytes: &[u8]) -> Result<Plugin, LoadError> {
@@ -215,11 +223,20 @@ impl PluginRuntime {
             return Ok(plugin);
         }
         let pre = lanes.plain().prepare(&sha, bytes, &lanes.counters)?;
+        let info = read_info(&pre, self.inner.max_memory_bytes)?;
+        tracing::info!(
+            %digest,
+            contract = info.contract.as_str(),
+            world = info.world.name(),
+            reads_now = info.reads_now,
+            "loaded plugin"
+        );
         let plugin = Plugin {
             inner: Arc::new(PluginInner {
                 digest: digest.clone(),
                 sha256_hex: sha,
                 bytes: Arc::from(bytes),
+                info,
                 pre,
                 metered: tokio::sync::OnceCell::new(),
                 lanes: Arc::clone(lanes),
@@ -282,10 +299,12 @@ struct PluginInner {
     /// The component bytes, kept to compile for the metered engine on the
     /// first call with a fuel budget.
     bytes: Arc<[u8]>,
+    /// Contract version, world and declarations, read at load.
+    info: PluginInfo,
     /// Pre-linked on the plain engine (no fuel instrumentation).
-    pre: ReconcilerPre<HostState>,
+    pre: WorldPre,
     /// Pre-linked on the fuel-metered engine, once a call needed it.
-    metered: tokio::sync::OnceCell<ReconcilerPre<HostState>>,
+    metered: tokio::sync::OnceCell<WorldPre>,
     lanes: Arc<Lanes>,
     max_memory_bytes: usize,
 }
@@ -294,6 +313,30 @@ impl Plugin {
     /// `sha256:<hex>` of the component bytes: the plugin's identity.
     pub fn digest(&self) -> &str {
         &self.inner.digest
+    }
+
+    /// The contract version and world the component implements, and what it
+    /// declared at load (e.g. whether it reads `now`).
+    pub fn info(&self) -> &PluginInfo {
+        &self.inner.info
+    }
+
+    /// Calls `customize` in a fresh instance under `limits`: the related
+    /// objects this parent asks for. `Ok(None)` when the plugin does not
+    /// export `customize` (every 0.1.0 plugin, and 0.2.0 plugins of world
+    /// `reconciler`): the controller's related rules apply unnarrowed.
+    pub async fn customize(
+        &self,
+        req: &CustomizeRequest,
+        limits: &CallLimits,
+    ) -> Result<Option<Vec<RelatedSelector>>, CallError> {
+        if !self.inner.info.has_customize() {
+            return Ok(None);
+        }
+        let pre = self.pre_for(limits).await?;
+        call::customize(pre, self.inner.max_memory_bytes, req, limits)
+            .await
+            .map(Some)
     }
 
     /// Calls `reconcile` in a fresh instance under `limits`.
@@ -315,12 +358,9 @@ impl Plugin {
         req: &ReconcileRequest,
         limits: &CallLimits,
     ) -> (Result<ReconcileResponse, CallError>, CallTimings) {
-        let pre = match limits.fuel {
-            None => &self.inner.pre,
-            Some(_) => match self.metered_pre().await {
-                Ok(pre) => pre,
-                Err(err) => return (Err(err), CallTimings::default()),
-            },
+        let pre = match self.pre_for(limits).await {
+            Ok(pre) => pre,
+            Err(err) => return (Err(err), CallTimings::default()),
         };
         let (result, timings) = call::run(pre, self.inner.max_memory_bytes, req, limits).await;
         if let Err(err) = &result {
@@ -329,17 +369,25 @@ impl Plugin {
         (result, timings)
     }
 
+    /// The pre-linked component for the lane `limits` need.
+    async fn pre_for(&self, limits: &CallLimits) -> Result<&WorldPre, CallError> {
+        match limits.fuel {
+            None => Ok(&self.inner.pre),
+            Some(_) => self.metered_pre().await,
+        }
+    }
+
     /// The plugin pre-linked on the fuel-metered engine, compiled (or read
     /// from the disk cache) on first use; concurrent first calls wait for
     /// one compile.
-    async fn metered_pre(&self) -> Result<&ReconcilerPre<HostState>, CallError> {
+    async fn metered_pre(&self) -> Result<&WorldPre, CallError> {
         self.inner
             .metered
             .get_or_try_init(|| async {
                 let lanes = Arc::clone(&self.inner.lanes);
                 let bytes = Arc::clone(&self.inner.bytes);
                 let sha = self.inner.sha256_hex.clone();
-                let prepare = move || -> Result<ReconcilerPre<HostState>, String> {
+                let prepare = move || -> Result<WorldPre, String> {
                     let lane = lanes.metered().map_err(|e| e.to_string())?;
                     lane.prepare(&sha, &bytes, &lanes.counters)
                         .map_err(|e| e.to_string())
@@ -368,6 +416,39 @@ impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plugin")
             .field("digest", &self.inner.digest)
+            .field("info", &self.inner.info)
             .finish_non_exhaustive()
     }
+}
+
+/// What a freshly linked component declares. A 0.1.0 component cannot
+/// declare anything: it is treated as reading `now` (never memoisable). A
+/// 0.2.0 component's `info` export runs once, in the sandbox under the
+/// default limits.
+///
+/// `load` is synchronous and may be called from inside an async task, where
+/// blocking on the tokio runtime is not allowed, so the call runs on a short
+/// thread of its own with a one-thread runtime (the epoch callback yields to
+/// tokio). It costs one instantiation, once per load of new bytes.
+fn read_info(pre: &WorldPre, max_memory_bytes: usize) -> Result<PluginInfo, LoadError> {
+    if pre.contract() == ContractVersion::V0_1 {
+        return Ok(PluginInfo {
+            contract: ContractVersion::V0_1,
+            world: pre.world(),
+            reads_now: true,
+        });
+    }
+    std::thread::scope(|scope| {
+        let call = scope.spawn(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| LoadError::Info(format!("cannot start a runtime for it: {e}")))?;
+            runtime
+                .block_on(call::info(pre, max_memory_bytes, &CallLimits::default()))
+                .map_err(|e| LoadError::Info(e.to_string()))
+        });
+        call.join()
+            .unwrap_or_else(|_| Err(LoadError::Info("the call panicked".into())))
+    })
 }

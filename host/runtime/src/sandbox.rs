@@ -15,8 +15,15 @@ use wasmtime_wasi::{
     HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView,
 };
 
-use crate::bindings::wasm_reconciler::plugin::host;
-use crate::bindings::wit::LogLevel;
+/// How loud a plugin log line is: the `log-level` of every contract version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Level {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
 
 /// Cap on the bytes a plugin may write to stdout and to stderr per call; the
 /// rest is dropped (counted, not an error: logging must never fail a call).
@@ -140,29 +147,29 @@ impl ResourceLimiter for HostState {
     }
 }
 
-impl host::Host for HostState {
-    fn log(&mut self, level: LogLevel, message: String) {
+impl HostState {
+    /// The `log` import, whichever contract version called it (the bindings
+    /// of each version delegate here).
+    pub(crate) fn plugin_log(&mut self, level: Level, message: &str) {
         if self.log_bytes >= LOG_TOTAL_CAP_BYTES {
             self.log_dropped += 1;
             return;
         }
-        let message = truncate(&message, LOG_MESSAGE_CAP_BYTES);
+        let message = truncate(message, LOG_MESSAGE_CAP_BYTES);
         self.log_bytes += message.len();
         emit(level, "log", message);
     }
 }
 
-impl crate::bindings::wit::Host for HostState {}
-
 /// Writes one plugin log line to `tracing` under target `wr_plugin`; the
 /// engine's span around the call adds controller and parent.
-pub(crate) fn emit(level: LogLevel, source: &'static str, message: &str) {
+pub(crate) fn emit(level: Level, source: &'static str, message: &str) {
     match level {
-        LogLevel::Trace => tracing::trace!(target: "wr_plugin", source, message),
-        LogLevel::Debug => tracing::debug!(target: "wr_plugin", source, message),
-        LogLevel::Info => tracing::info!(target: "wr_plugin", source, message),
-        LogLevel::Warn => tracing::warn!(target: "wr_plugin", source, message),
-        LogLevel::Error => tracing::error!(target: "wr_plugin", source, message),
+        Level::Trace => tracing::trace!(target: "wr_plugin", source, message),
+        Level::Debug => tracing::debug!(target: "wr_plugin", source, message),
+        Level::Info => tracing::info!(target: "wr_plugin", source, message),
+        Level::Warn => tracing::warn!(target: "wr_plugin", source, message),
+        Level::Error => tracing::error!(target: "wr_plugin", source, message),
     }
 }
 
@@ -181,8 +188,8 @@ pub(crate) fn truncate(s: &str, max: usize) -> &str {
 /// Sends what the plugin wrote to stdout/stderr to the log, one event per line.
 pub(crate) fn flush_stdio(state: &HostState) {
     for (source, pipe, level) in [
-        ("stdout", &state.stdout, LogLevel::Info),
-        ("stderr", &state.stderr, LogLevel::Warn),
+        ("stdout", &state.stdout, Level::Info),
+        ("stderr", &state.stderr, Level::Warn),
     ] {
         let (bytes, dropped) = pipe.take();
         let text = String::from_utf8_lossy(&bytes);

@@ -1,9 +1,15 @@
-//! Host-side mirror of the WIT contract (`wit/reconciler.wit`).
+//! Host-side mirror of the WIT contract, one shape for every contract
+//! version the host supports (`wit/reconciler.wit` is 0.1.0,
+//! `wit/0.2.0/reconciler.wit` is 0.2.0): the shape of the newest version.
+//! `bindings` maps it onto each version's generated types, so the engine
+//! never sees which version a plugin was built against.
 //!
 //! Objects cross the component boundary as JSON text; on the host side they are
 //! parsed `serde_json::Value`s so the engine and `render` never re-parse them.
 //! These types are serde-serialisable because `render` prints them and tests
 //! compare them with fixture files.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -17,9 +23,11 @@ pub struct ReconcileRequest {
     /// Observed children controlled by the parent.
     #[serde(default)]
     pub children: Vec<Value>,
-    /// Objects selected by the controller's `related` rules.
+    /// Objects selected by the controller's `related` rules, one group per
+    /// rule key in declared order. A 0.1.0 plugin gets them as one flat list
+    /// (the groups concatenated in this order).
     #[serde(default)]
-    pub related: Vec<Value>,
+    pub related: Vec<RelatedObjects>,
     /// The parent is being deleted and our finalizer is still on it.
     #[serde(default)]
     pub finalizing: bool,
@@ -28,6 +36,84 @@ pub struct ReconcileRequest {
     pub config: Option<Value>,
     /// RFC 3339 UTC timestamp: the plugin's only notion of time.
     pub now: String,
+}
+
+impl ReconcileRequest {
+    /// All related objects, group after group: what a 0.1.0 plugin receives.
+    pub fn related_flat(&self) -> impl Iterator<Item = &Value> {
+        self.related.iter().flat_map(|group| group.objects.iter())
+    }
+}
+
+impl RelatedObjects {
+    /// The group keyed `name` in `groups`, created (empty, at the end) when
+    /// there is none yet: rules that share a key share a group, and a rule
+    /// that selected nothing still has one.
+    pub fn group<'a>(groups: &'a mut Vec<RelatedObjects>, name: &str) -> &'a mut Vec<Value> {
+        let index = match groups.iter().position(|g| g.name == name) {
+            Some(index) => index,
+            None => {
+                groups.push(RelatedObjects {
+                    name: name.to_string(),
+                    objects: Vec::new(),
+                });
+                groups.len() - 1
+            }
+        };
+        &mut groups[index].objects
+    }
+}
+
+/// The objects one related rule selected (WIT 0.2.0 `related-objects`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelatedObjects {
+    /// The rule's key: its `name`, or its plural resource name when unnamed.
+    pub name: String,
+    /// The selected objects.
+    #[serde(default)]
+    pub objects: Vec<Value>,
+}
+
+/// What `customize` is given (WIT 0.2.0 `customize-request`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomizeRequest {
+    /// The parent object.
+    pub parent: Value,
+    /// Per-controller plugin settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Value>,
+}
+
+/// One requirement of a label selector, spelled as Kubernetes'
+/// `matchExpressions` item so the engine can hand it to a list call as is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabelRequirement {
+    pub key: String,
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
+    pub operator: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+/// What one parent asks of one related rule (WIT 0.2.0 `related-selector`);
+/// the answer of `customize`. Serialises like a Kubernetes label selector
+/// plus `name`, `names` and `namespace`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RelatedSelector {
+    /// Key of the WasmController related rule this narrows.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<LabelRequirement>,
+    /// Exact names; empty: any name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+    /// For a rule of scope `Cluster`: only this namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// Kubernetes condition status.

@@ -1,11 +1,14 @@
-//! Load-time checks that a component implements the `reconciler` world, with
-//! messages that say exactly what is missing or unexpected.
+//! Load-time checks that a component implements one of the contract's
+//! worlds, which one (that is how the contract version is detected: from the
+//! component's type, never from a flag), with messages that say exactly what
+//! is missing or unexpected.
 
 use wasmtime::Engine;
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, InstancePre, Linker};
 
-use crate::bindings::ReconcilerPre;
+use crate::bindings::{WorldPre, v0_1, v0_2};
+use crate::contract::{ContractVersion, World};
 use crate::error::LoadError;
 use crate::sandbox::HostState;
 
@@ -14,16 +17,18 @@ use crate::sandbox::HostState;
 const PROVIDED_IMPORTS: &[&str] = &[
     "wasm-reconciler:plugin/host@0.1.",
     "wasm-reconciler:plugin/types@0.1.",
+    "wasm-reconciler:plugin/host@0.2.",
+    "wasm-reconciler:plugin/types@0.2.",
     "wasi:",
 ];
 
-/// Checks imports and exports, then pre-links the component so every call
-/// only instantiates.
+/// Checks imports and exports, finds the world the component implements and
+/// pre-links it for that world so every call only instantiates.
 pub(crate) fn link(
     engine: &Engine,
     linker: &Linker<HostState>,
     component: &Component,
-) -> Result<ReconcilerPre<HostState>, LoadError> {
+) -> Result<WorldPre, LoadError> {
     let ty = component.component_type();
     for (name, _) in ty.imports(engine) {
         if !PROVIDED_IMPORTS
@@ -45,7 +50,8 @@ pub(crate) fn link(
             )
         })
         .collect();
-    match exports.iter().find(|(name, _)| name == "reconcile") {
+    let func = |wanted: &str| exports.iter().find(|(name, _)| name == wanted);
+    match func("reconcile") {
         None => {
             let names: Vec<&str> = exports.iter().map(|(n, _)| n.as_str()).collect();
             return Err(LoadError::WorldMismatch(format!(
@@ -65,10 +71,49 @@ pub(crate) fn link(
         let import = imported_name(&detail).unwrap_or_else(|| "(see detail)".into());
         LoadError::UnknownImport { import, detail }
     })?;
-    ReconcilerPre::new(pre).map_err(|e| {
-        LoadError::WorldMismatch(format!(
-            "export `reconcile` has the wrong type (built against another WIT version?): {e:#}"
-        ))
+    // The exports say which world the component means; the typed pre-link
+    // then checks every export's type against that world's bindings.
+    let (version, world) = match (func("info").is_some(), func("customize").is_some()) {
+        (true, true) => (ContractVersion::V0_2, World::ReconcilerWithCustomize),
+        (true, false) => (ContractVersion::V0_2, World::Reconciler),
+        (false, _) => (ContractVersion::V0_1, World::Reconciler),
+    };
+    let first = match typed(pre.clone(), version, world) {
+        Ok(linked) => return Ok(linked),
+        Err(e) => e,
+    };
+    // Extra exports may mislead the guess (e.g. an unrelated `info`): any
+    // other world whose types fit is still that world.
+    for other_version in ContractVersion::ALL.iter().rev() {
+        for other_world in other_version.worlds() {
+            if (*other_version, *other_world) == (version, world) {
+                continue;
+            }
+            if let Ok(linked) = typed(pre.clone(), *other_version, *other_world) {
+                return Ok(linked);
+            }
+        }
+    }
+    Err(LoadError::WorldMismatch(format!(
+        "by its exports it is `{}`, but an export has the wrong type (built against another WIT version?): {first:#}",
+        world.qualified(version)
+    )))
+}
+
+/// Pre-links for one world; fails when an export's type does not match it.
+fn typed(
+    pre: InstancePre<HostState>,
+    version: ContractVersion,
+    world: World,
+) -> wasmtime::Result<WorldPre> {
+    Ok(match (version, world) {
+        (ContractVersion::V0_1, _) => WorldPre::V0_1(v0_1::ReconcilerPre::new(pre)?),
+        (ContractVersion::V0_2, World::Reconciler) => {
+            WorldPre::V0_2(v0_2::ReconcilerPre::new(pre)?)
+        }
+        (ContractVersion::V0_2, World::ReconcilerWithCustomize) => {
+            WorldPre::V0_2Customize(v0_2::customize::ReconcilerWithCustomizePre::new(pre)?)
+        }
     })
 }
 

@@ -35,6 +35,11 @@ use bindings::wasm_reconciler::plugin::types::ErrorDetail;
 pub struct Adversarial;
 
 impl bindings::Guest for Adversarial {
+    // Several modes put `now` into their output.
+    fn info() -> bindings::PluginInfo {
+        bindings::PluginInfo { reads_now: true }
+    }
+
     fn reconcile(request: ReconcileRequest) -> Result<ReconcileResponse, ReconcileError> {
         run(&request)
     }

@@ -1,10 +1,41 @@
 //! Glue between the generated WIT bindings and the author-facing types.
-//! Used by `export_reconciler!`; not a public API.
+//! Used by `export_reconciler!` and `export_reconciler_with_customize!`;
+//! not a public API.
 
 use serde_json::Value;
 
 use crate::bindings::wasm_reconciler::plugin::types as wit;
-use crate::{ConditionStatus, Error, EventType, Reconciler, Request, Response};
+use crate::{
+    ConditionStatus, Customize, CustomizeRequest, Error, EventType, Reconciler, Related, Request,
+    Response,
+};
+
+/// The plugin's declarations, for the `info` export.
+pub fn info<T: Reconciler>() -> wit::PluginInfo {
+    wit::PluginInfo {
+        reads_now: T::READS_NOW,
+    }
+}
+
+/// Parses the customize request, runs the plugin's `customize`, lowers
+/// the selectors.
+pub fn dispatch_customize<T: Customize>(
+    request: wit::CustomizeRequest,
+) -> Result<Vec<wit::RelatedSelector>, wit::ReconcileError> {
+    let request = CustomizeRequest {
+        parent: parse(&request.parent, || "parent".into()).map_err(to_wit_error)?,
+        config: request
+            .config
+            .as_deref()
+            .map(|c| parse(c, || "config".into()))
+            .transpose()
+            .map_err(to_wit_error)?,
+    };
+    match T::customize(&request) {
+        Ok(selectors) => Ok(selectors.into_iter().map(|s| s.into_wit()).collect()),
+        Err(err) => Err(to_wit_error(err)),
+    }
+}
 
 /// Parses the request, runs the plugin, serialises the response.
 pub fn dispatch<T: Reconciler>(
@@ -41,9 +72,18 @@ pub fn parse_request(req: wit::ReconcileRequest) -> Result<Request, Error> {
         related: req
             .related
             .iter()
-            .enumerate()
-            .map(|(i, c)| parse(c, || format!("related[{i}]")))
-            .collect::<Result<_, _>>()?,
+            .map(|group| {
+                Ok(Related {
+                    name: group.name.clone(),
+                    objects: group
+                        .objects
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| parse(c, || format!("related {:?}[{i}]", group.name)))
+                        .collect::<Result<_, _>>()?,
+                })
+            })
+            .collect::<Result<_, Error>>()?,
         finalizing: req.finalizing,
         config: req
             .config
@@ -98,7 +138,7 @@ fn to_json(value: &Value) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| value.to_string())
 }
 
-fn to_wit_error(err: Error) -> wit::ReconcileError {
+pub(crate) fn to_wit_error(err: Error) -> wit::ReconcileError {
     match err {
         Error::Permanent { reason, message } => {
             wit::ReconcileError::Permanent(wit::ErrorDetail { reason, message })
@@ -130,7 +170,10 @@ mod tests {
         wit::ReconcileRequest {
             parent: parent.into(),
             children: vec!["{}".into()],
-            related: vec![],
+            related: vec![wit::RelatedObjects {
+                name: "secrets".into(),
+                objects: vec![r#"{"kind":"Secret"}"#.into()],
+            }],
             finalizing,
             config: None,
             now: "2026-01-01T00:00:00Z".into(),
@@ -145,6 +188,69 @@ mod tests {
             vec![r#"{"kind":"ConfigMap","b":1,"a":2}"#.to_string()]
         );
         assert_eq!(out.status.as_deref(), Some(r#"{"seen":1}"#));
+    }
+
+    #[test]
+    fn related_keeps_its_groups_and_names_a_bad_object() {
+        let req = parse_request(wit_request("{}", false)).unwrap();
+        assert_eq!(req.related("secrets"), &[json!({"kind": "Secret"})]);
+        assert!(req.related("configmaps").is_empty());
+        let mut bad = wit_request("{}", false);
+        bad.related[0].objects.push("{nope".into());
+        let err = parse_request(bad).unwrap_err();
+        assert!(
+            err.message().contains(r#"related "secrets"[1]"#),
+            "{}",
+            err.message()
+        );
+    }
+
+    struct Pure;
+    impl Reconciler for Pure {
+        const READS_NOW: bool = false;
+        fn reconcile(_: &Request) -> Result<Response, Error> {
+            Ok(Response::new())
+        }
+    }
+    impl Customize for Pure {
+        fn customize(req: &CustomizeRequest) -> Result<Vec<crate::RelatedSelector>, Error> {
+            let team: String = req
+                .config::<std::collections::BTreeMap<String, String>>()?
+                .get("team")
+                .cloned()
+                .unwrap_or_default();
+            Ok(vec![
+                crate::RelatedSelector::new("secrets").label("team", team),
+            ])
+        }
+    }
+
+    #[test]
+    fn info_reports_the_declaration_and_defaults_to_reading_now() {
+        assert!(!info::<Pure>().reads_now);
+        assert!(info::<Echo>().reads_now);
+    }
+
+    #[test]
+    fn customize_round_trips() {
+        let out = dispatch_customize::<Pure>(wit::CustomizeRequest {
+            parent: "{}".into(),
+            config: Some(r#"{"team":"a"}"#.into()),
+        })
+        .unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].name, "secrets");
+        assert_eq!(
+            out[0].match_labels,
+            vec![("team".to_string(), "a".to_string())]
+        );
+        match dispatch_customize::<Pure>(wit::CustomizeRequest {
+            parent: "{".into(),
+            config: None,
+        }) {
+            Err(wit::ReconcileError::Permanent(d)) => assert_eq!(d.reason, "InvalidRequest"),
+            other => panic!("unexpected {other:?}"),
+        }
     }
 
     #[test]

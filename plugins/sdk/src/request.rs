@@ -13,14 +13,26 @@ pub struct Request {
     pub parent: Value,
     /// Observed children controlled by the parent.
     pub children: Vec<Value>,
-    /// Objects selected by the controller's `related` rules.
-    pub related: Vec<Value>,
+    /// Objects selected by the controller's `related` rules, one group per
+    /// rule key, in the order the controller declares them. Read them with
+    /// [`Request::related`].
+    pub related: Vec<Related>,
     /// The parent is being deleted and the controller's finalizer is still on it.
     pub finalizing: bool,
     /// Per-controller settings (`spec.plugin.config` of the WasmController).
     pub config: Option<Value>,
     /// RFC 3339 UTC timestamp: the plugin's only clock.
     pub now: String,
+}
+
+/// The objects one related rule of the WasmController selected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Related {
+    /// The rule's key: its `name` in `spec.related`, or its plural resource
+    /// name (e.g. `secrets`) when it has none.
+    pub name: String,
+    /// The selected objects.
+    pub objects: Vec<Value>,
 }
 
 impl Request {
@@ -64,6 +76,20 @@ impl Request {
             Some(v) => serde_json::from_value(v.clone())
                 .map_err(|e| Error::permanent("InvalidConfig", format!("config: {e}"))),
         }
+    }
+
+    /// The related objects of the rule keyed `name` (empty when the
+    /// controller has no such rule or it selected nothing).
+    pub fn related(&self, name: &str) -> &[Value] {
+        self.related
+            .iter()
+            .find(|group| group.name == name)
+            .map_or(&[], |group| group.objects.as_slice())
+    }
+
+    /// Every related object, rule after rule.
+    pub fn all_related(&self) -> impl Iterator<Item = &Value> {
+        self.related.iter().flat_map(|group| group.objects.iter())
     }
 
     /// The observed child of `kind` named `name`, if any.

@@ -24,6 +24,9 @@ pub struct Config {
 pub struct Tombstone;
 
 impl Reconciler for Tombstone {
+    // The requeue hint counts down to the expiry from `now`.
+    const READS_NOW: bool = true;
+
     fn reconcile(req: &Request) -> Result<Response, Error> {
         let name = req.name()?;
         let namespace = req.namespace();

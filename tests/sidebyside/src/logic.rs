@@ -29,7 +29,14 @@ pub fn reconcile(req: ReconcileRequest) -> Result<ReconcileResponse, LogicError>
     let sdk_req = wr_plugin_sdk::Request {
         parent: req.parent,
         children: req.children,
-        related: req.related,
+        related: req
+            .related
+            .into_iter()
+            .map(|g| wr_plugin_sdk::Related {
+                name: g.name,
+                objects: g.objects,
+            })
+            .collect(),
         finalizing: req.finalizing,
         config: req.config,
         now: req.now,

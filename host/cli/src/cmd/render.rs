@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use wr_runtime::{CallLimits, PluginRuntime, ReconcileRequest, RuntimeConfig};
+use wr_runtime::{CallLimits, PluginRuntime, ReconcileRequest, RelatedObjects, RuntimeConfig};
 
 /// Exit code for a plugin that cannot be loaded: a fault of the plugin.
 const EXIT_FAULT: u8 = 5;
@@ -38,9 +38,12 @@ pub struct RenderArgs {
     /// Observed children (multi-document YAML, or a `kind: List`).
     #[arg(long, value_name = "FILE")]
     pub observed: Option<PathBuf>,
-    /// Related objects (multi-document YAML, or a `kind: List`).
-    #[arg(long, value_name = "FILE")]
-    pub related: Option<PathBuf>,
+    /// Related objects (multi-document YAML, or a `kind: List`), as
+    /// `NAME=FILE` to hand them over under the WasmController related rule
+    /// key NAME, or `FILE` to key them by their plural resource name (the
+    /// key of an unnamed rule). Repeatable.
+    #[arg(long, value_name = "[NAME=]FILE")]
+    pub related: Vec<String>,
     /// Per-controller plugin config (a JSON or YAML document).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -102,7 +105,12 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     match result {
         Ok(response) => {
             let text = match args.output {
-                OutputFormat::Yaml => serde_yaml::to_string(&response)?,
+                // A comment, so the document stays exactly the response.
+                OutputFormat::Yaml => format!(
+                    "# plugin contract: {}\n{}",
+                    plugin.info().qualified_world(),
+                    serde_yaml::to_string(&response)?
+                ),
                 OutputFormat::Json => serde_json::to_string_pretty(&response)? + "\n",
             };
             print!("{text}");
@@ -121,10 +129,10 @@ fn build_request(args: &RenderArgs) -> anyhow::Result<ReconcileRequest> {
         Some(path) => input::objects(path)?,
         None => Vec::new(),
     };
-    let related = match &args.related {
-        Some(path) => input::objects(path)?,
-        None => Vec::new(),
-    };
+    let mut related = Vec::new();
+    for arg in &args.related {
+        related_arg(&mut related, arg)?;
+    }
     let config = args.config.as_deref().map(input::config).transpose()?;
     let now = match &args.now {
         Some(text) => normalize_time(text)?,
@@ -138,6 +146,49 @@ fn build_request(args: &RenderArgs) -> anyhow::Result<ReconcileRequest> {
         config,
         now,
     })
+}
+
+/// Adds the objects of one `--related [NAME=]FILE` to their groups. A bare
+/// FILE keys each object by the plural of its kind, as discovery would for
+/// a rule without a name (kube's pluralisation; name the rule for a kind
+/// whose plural is irregular).
+fn related_arg(groups: &mut Vec<RelatedObjects>, arg: &str) -> anyhow::Result<()> {
+    let (name, path) = match arg.split_once('=') {
+        Some((name, path)) if !name.is_empty() && !name.contains('/') => (Some(name), path),
+        _ => (None, arg),
+    };
+    let path = std::path::Path::new(path);
+    for (index, object) in input::objects(path)?.into_iter().enumerate() {
+        let key = match name {
+            Some(name) => name.to_string(),
+            None => plural_of(&object).with_context(|| {
+                format!(
+                    "{} document {}: cannot key it without apiVersion and kind (or use --related NAME={})",
+                    path.display(),
+                    index + 1,
+                    path.display()
+                )
+            })?,
+        };
+        RelatedObjects::group(groups, &key).push(object);
+    }
+    if let Some(name) = name {
+        // A rule that selected nothing still has its (empty) group.
+        RelatedObjects::group(groups, name);
+    }
+    Ok(())
+}
+
+/// The plural resource name of `object`'s kind.
+fn plural_of(object: &serde_json::Value) -> Option<String> {
+    let api_version = object.get("apiVersion")?.as_str()?;
+    let kind = object.get("kind")?.as_str()?;
+    let (group, version) = match api_version.split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", api_version),
+    };
+    let gvk = kube::core::GroupVersionKind::gvk(group, version, kind);
+    Some(kube::core::ApiResource::from_gvk(&gvk).plural)
 }
 
 /// Validates `--now` and writes it in UTC with a `Z`, as the host does.
@@ -160,6 +211,25 @@ fn make_runtime(args: &RenderArgs) -> anyhow::Result<PluginRuntime> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bare_related_files_are_keyed_by_plural_and_named_ones_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("r.yaml");
+        std::fs::write(
+            &file,
+            "apiVersion: v1\nkind: Secret\nmetadata: {name: a}\n---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: b}\n",
+        )
+        .unwrap();
+        let mut groups = Vec::new();
+        related_arg(&mut groups, file.to_str().unwrap()).unwrap();
+        related_arg(&mut groups, &format!("tls={}", file.display())).unwrap();
+        let keys: Vec<(&str, usize)> = groups
+            .iter()
+            .map(|g| (g.name.as_str(), g.objects.len()))
+            .collect();
+        assert_eq!(keys, vec![("secrets", 1), ("ingresses", 1), ("tls", 2)]);
+    }
 
     #[test]
     fn now_is_normalized_to_utc() {

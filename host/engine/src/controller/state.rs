@@ -250,6 +250,10 @@ impl ReconcilePlugin for Epoch {
         self.plugin.digest()
     }
 
+    fn info(&self) -> Option<wr_runtime::PluginInfo> {
+        self.plugin.info()
+    }
+
     fn reconcile<'a>(
         &'a self,
         req: &'a wr_runtime::ReconcileRequest,

@@ -30,7 +30,7 @@ use std::time::Duration;
 use kube::api::DynamicObject;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use wr_runtime::{EventType, FaultKind, ReconcileRequest, ReconcileResponse};
+use wr_runtime::{EventType, FaultKind, ReconcileRequest, ReconcileResponse, RelatedObjects};
 
 use crate::apply::{self, ChildAction, OwnerRef};
 use crate::crd::RelatedScope;
@@ -170,8 +170,8 @@ pub struct Observed {
     /// Owned children (kind index, object), each in the parent's namespace
     /// when both are namespaced.
     pub children: Vec<(usize, Arc<DynamicObject>)>,
-    /// Related objects the rules select, in rule order.
-    pub related: Vec<Arc<DynamicObject>>,
+    /// Related objects the rules select, in rule order, each with its rule's index.
+    pub related: Vec<(usize, Arc<DynamicObject>)>,
 }
 
 /// Collects the observed state of `parent` from `src` (rule 3: level-based —
@@ -195,7 +195,12 @@ pub fn observe(target: &Target, parent: DynamicObject, src: &dyn Source) -> Obse
             (RelatedScope::Namespace, true) => parent.metadata.namespace.as_deref(),
             _ => None,
         };
-        related.extend(src.related_in(i, ns).into_iter().filter(|o| r.matches(o)));
+        related.extend(
+            src.related_in(i, ns)
+                .into_iter()
+                .filter(|o| r.matches(o))
+                .map(|o| (i, o)),
+        );
     }
     Observed {
         parent,
@@ -215,10 +220,21 @@ pub fn to_json(o: &DynamicObject) -> Value {
 
 /// The request the plugin gets for `observed` at `now`.
 pub fn request(target: &Target, observed: &Observed, now: &str) -> ReconcileRequest {
+    // One group per rule, keyed as the plugin reads it (an empty group when
+    // nothing matched, so a plugin can tell "none" from "not declared").
+    let mut related = Vec::new();
+    for r in &target.related {
+        RelatedObjects::group(&mut related, &r.key);
+    }
+    for (i, o) in &observed.related {
+        if let Some(r) = target.related.get(*i) {
+            RelatedObjects::group(&mut related, &r.key).push(to_json(o));
+        }
+    }
     ReconcileRequest {
         parent: to_json(&observed.parent),
         children: observed.children.iter().map(|(_, c)| to_json(c)).collect(),
-        related: observed.related.iter().map(|o| to_json(o)).collect(),
+        related,
         finalizing: observed.parent.metadata.deletion_timestamp.is_some(),
         config: target.config.clone(),
         now: now.to_string(),

@@ -216,7 +216,9 @@ fn rule03_the_request_is_the_current_level_not_an_event() {
             names: Some(vec!["wanted".into()]),
             selector: None,
             scope: RelatedScope::Namespace,
+            name: None,
         },
+        key: "secrets".into(),
         selector: None,
         resolved: resolved("v1", "Secret", "secrets"),
     }];
@@ -253,7 +255,10 @@ fn rule03_the_request_is_the_current_level_not_an_event() {
     // Owned through the controller reference, in the parent's namespace only.
     assert_eq!(names(&req.children), vec![r#""ns"/"mine""#]);
     // Related: the rule's names, in the parent's namespace.
-    assert_eq!(names(&req.related), vec![r#""ns"/"wanted""#]);
+    // grouped under the rule's key (its plural, as it has no name).
+    assert_eq!(req.related.len(), 1);
+    assert_eq!(req.related[0].name, "secrets");
+    assert_eq!(names(&req.related[0].objects), vec![r#""ns"/"wanted""#]);
     assert!(req.parent["metadata"].get("managedFields").is_none());
     assert_eq!(
         (req.finalizing, req.config.clone(), req.now.as_str()),
