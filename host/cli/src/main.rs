@@ -43,6 +43,8 @@ fn main() -> ExitCode {
     let default_filter = match cli.command {
         Command::Dev(_) => Some(cmd::dev::DEFAULT_LOG_FILTER),
         Command::Run(_) => Some(cmd::run::DEFAULT_LOG_FILTER),
+        // A plugin's own log lines are what its author is looking for.
+        Command::Render(_) => Some("warn,wr_plugin=info"),
         _ => None,
     };
     if let Some(filter) = default_filter

@@ -17,6 +17,9 @@ pub struct CallTimings {
     pub instantiate: Duration,
     /// Lowering the request, running `reconcile`, lifting and parsing the response.
     pub call: Duration,
+    /// Linear memory the instance had at the end of the call, in bytes (its
+    /// peak: wasm memory never shrinks); what `render --stats` reports.
+    pub memory_bytes: usize,
 }
 
 pub(crate) async fn run(
@@ -101,6 +104,7 @@ pub(crate) async fn run(
         }
     };
     timings.call = instantiated.elapsed();
+    timings.memory_bytes = store.data().memory_bytes;
     (result, timings)
 }
 
