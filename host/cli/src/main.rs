@@ -36,6 +36,8 @@ enum Command {
     Publish(cmd::publish::PublishArgs),
     /// Preview a candidate plugin over a controller's live parents; applies nothing.
     Plan(cmd::plan::PlanArgs),
+    /// Golden-file tests: run a plugin on every case directory and compare with expected.yaml.
+    Test(cmd::test::TestArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,7 +46,7 @@ fn main() -> ExitCode {
         Command::Dev(_) => Some(cmd::dev::DEFAULT_LOG_FILTER),
         Command::Run(_) => Some(cmd::run::DEFAULT_LOG_FILTER),
         // A plugin's own log lines are what its author is looking for.
-        Command::Render(_) => Some("warn,wr_plugin=info"),
+        Command::Render(_) | Command::Test(_) => Some("warn,wr_plugin=info"),
         _ => None,
     };
     if let Some(filter) = default_filter
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         Command::Dev(args) => cmd::dev::run(args),
         Command::Publish(args) => cmd::publish::run(args),
         Command::Plan(args) => cmd::plan::run(args),
+        Command::Test(args) => cmd::test::run(args),
     };
     match result {
         Ok(code) => code,

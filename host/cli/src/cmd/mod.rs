@@ -9,3 +9,4 @@ pub mod publish;
 pub mod rbac;
 pub mod render;
 pub mod run;
+pub mod test;

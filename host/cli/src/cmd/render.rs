@@ -193,7 +193,7 @@ impl std::fmt::Display for Failure {
             ErrorClass::Permanent => "permanent plugin error",
             ErrorClass::Transient => "transient plugin error",
             ErrorClass::Fault => "plugin fault",
-            ErrorClass::InvalidOutput => "invalid output, rejected as the host rejects it",
+            ErrorClass::InvalidOutput => "invalid output, rejected whole as the host would:",
         };
         write!(f, "{what} {}: {}", self.reason, self.message)
     }
