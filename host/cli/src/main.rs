@@ -38,6 +38,8 @@ enum Command {
     Plan(cmd::plan::PlanArgs),
     /// Golden-file tests: run a plugin on every case directory and compare with expected.yaml.
     Test(cmd::test::TestArgs),
+    /// Create a plugin project (source, SDK, build script, golden test, CRD, WasmController).
+    New(cmd::new::NewArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Command::Publish(args) => cmd::publish::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Test(args) => cmd::test::run(args),
+        Command::New(args) => cmd::new::run(args),
     };
     match result {
         Ok(code) => code,

@@ -3,6 +3,7 @@
 pub mod apiserver;
 pub mod crds;
 pub mod dev;
+pub mod new;
 pub mod plan;
 pub mod plugin_runtime;
 pub mod publish;

@@ -38,7 +38,7 @@ pub struct TestArgs {
     #[arg(long, value_name = "TEXT")]
     pub filter: Option<String>,
     /// The rules every case is judged by. Without `--controller`,
-    /// `DIR/controller.yaml` is used when it exists.
+    /// `DIR/controller.yaml` or `DIR/../controller.yaml` is used when it exists.
     #[command(flatten)]
     pub rules: RuleArgs,
 }
@@ -83,8 +83,11 @@ fn plugin_path(args: &TestArgs, rules: &crate::cmd::render::Rules) -> anyhow::Re
 }
 
 pub fn run(mut args: TestArgs) -> anyhow::Result<ExitCode> {
-    if args.rules.controller.is_none() && args.dir.join("controller.yaml").exists() {
-        args.rules.controller = Some(args.dir.join("controller.yaml"));
+    if args.rules.controller.is_none() {
+        // A project made by `new` keeps it beside `tests/`.
+        args.rules.controller = [args.dir.join("controller.yaml"), args.dir.join("../controller.yaml")]
+            .into_iter()
+            .find(|p| p.exists());
     }
     let (rules, limits) = args.rules.load()?;
     let plugin = plugin_path(&args, &rules)?;
