@@ -26,6 +26,7 @@ if [ -z "${WR_BIN:-}" ]; then
 fi
 command -v kubectl >/dev/null || { log "kubectl is required"; exit 1; }
 
+cache="${WR_CACHE:-$HOME/.cache/wasm-reconciler}"
 work=$(mktemp -d /tmp/wr-new-projects.XXXXXX)
 case "$work" in "$repo"/*) log "temp dir inside the clone"; exit 1 ;; esac
 dev_pid=""
@@ -42,8 +43,12 @@ for lang in "${langs[@]}"; do
   "$WR_BIN" new "$name" --lang "$lang" --dir "$dir" >/dev/null
   cd "$dir"
   log "$lang: build"
-  # An out-of-tree project must not depend on the workspace's target dir or profiles.
-  env -u CARGO_TARGET_DIR ./build.sh >"$work/$lang-build.log" 2>&1 || { cat "$work/$lang-build.log"; exit 1; }
+  # An out-of-tree project must not use the workspace's target dir or
+  # profiles; the Rust one gets a target dir of its own in the toolchain
+  # cache, so that a rerun (same project name) only relinks.
+  build_env=(-u CARGO_TARGET_DIR)
+  [ "$lang" = rust ] && build_env+=("CARGO_TARGET_DIR=$cache/new-projects-rust-target")
+  env "${build_env[@]}" ./build.sh >"$work/$lang-build.log" 2>&1 || { cat "$work/$lang-build.log"; exit 1; }
   log "$lang: test"
   "$WR_BIN" test
   log "$lang: render"
