@@ -11,19 +11,30 @@ const END: &str = "<!-- builtin-kinds:end -->";
 fn table() -> String {
     let mut kinds = wr_apiserver::builtin_kinds();
     kinds.sort_by(|a, b| (&a.group, &a.kind).cmp(&(&b.group, &b.kind)));
-    let mut out = String::from("| apiVersion | kind | resource | scope |\n| --- | --- | --- | --- |\n");
+    let mut out =
+        String::from("| apiVersion | kind | resource | scope |\n| --- | --- | --- | --- |\n");
     for k in kinds {
         let versions: Vec<String> = k
             .versions
             .iter()
-            .map(|v| if k.group.is_empty() { v.clone() } else { format!("{}/{v}", k.group) })
+            .map(|v| {
+                if k.group.is_empty() {
+                    v.clone()
+                } else {
+                    format!("{}/{v}", k.group)
+                }
+            })
             .collect();
         out.push_str(&format!(
             "| `{}` | {} | `{}` | {} |\n",
             versions.join("`, `"),
             k.kind,
             k.resource,
-            if k.namespaced { "Namespaced" } else { "Cluster" }
+            if k.namespaced {
+                "Namespaced"
+            } else {
+                "Cluster"
+            }
         ));
     }
     out
@@ -34,7 +45,10 @@ fn authoring_doc_lists_the_catalogs_builtin_kinds() {
     let path = workspace_root().join("docs/authoring.md");
     let doc = std::fs::read_to_string(&path).unwrap();
     let start = doc.find(BEGIN).expect("the builtin-kinds:begin marker") + BEGIN.len();
-    let end = doc[start..].find(END).expect("the builtin-kinds:end marker") + start;
+    let end = doc[start..]
+        .find(END)
+        .expect("the builtin-kinds:end marker")
+        + start;
     let want = table();
     if doc[start..end] == want {
         return;

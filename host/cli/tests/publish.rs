@@ -158,20 +158,32 @@ async fn publish_refuses_unloadable_components_and_names_a_missing_namespace() -
     let out = run(&bogus, &["--namespace", "default"])?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     anyhow::ensure!(out.status.code() == Some(5), "{stderr}");
-    anyhow::ensure!(stderr.contains("refusing to publish") && stderr.contains("not a valid WebAssembly component"), "{stderr}");
+    anyhow::ensure!(
+        stderr.contains("refusing to publish")
+            && stderr.contains("not a valid WebAssembly component"),
+        "{stderr}"
+    );
 
     let plugin = wr_tests::plugins::plugin_path("static-site");
     let out = run(&plugin, &["--namespace", "nowhere"])?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     anyhow::ensure!(out.status.code() == Some(1), "{stderr}");
     anyhow::ensure!(
-        stderr.contains("namespace \"nowhere\" does not exist") && stderr.contains("--create-namespace"),
+        stderr.contains("namespace \"nowhere\" does not exist")
+            && stderr.contains("--create-namespace"),
         "{stderr}"
     );
-    anyhow::ensure!(!stderr.contains("ErrorResponse") && !stderr.contains("Status"), "{stderr}");
+    anyhow::ensure!(
+        !stderr.contains("ErrorResponse") && !stderr.contains("Status"),
+        "{stderr}"
+    );
 
     let out = run(&plugin, &["--namespace", "nowhere", "--create-namespace"])?;
-    anyhow::ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    anyhow::ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "nowhere");
     api.get("p").await.context("the published ConfigMap")?;
     Ok(())

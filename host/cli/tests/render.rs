@@ -47,7 +47,10 @@ fn check_plugin_fixtures(plugin: &str) {
     let dir = fixtures().join(plugin);
     let out = golden(
         cache.path(),
-        &[dir.display().to_string(), format!("--plugin={}", wasm.display())],
+        &[
+            dir.display().to_string(),
+            format!("--plugin={}", wasm.display()),
+        ],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -77,7 +80,10 @@ fn golden_test_reports_a_field_diff_and_update_accepts_the_output() {
     let tmp = tempfile::tempdir().unwrap();
     let cases = tmp.path().join("cases");
     copy_case(&fixtures().join("static-site/fresh"), &cases.join("fresh"));
-    copy_case(&fixtures().join("static-site/invalid"), &cases.join("invalid"));
+    copy_case(
+        &fixtures().join("static-site/invalid"),
+        &cases.join("invalid"),
+    );
     let expected = cases.join("fresh/expected.yaml");
     let text = std::fs::read_to_string(&expected).unwrap();
     std::fs::write(&expected, text.replacen("replicas: 1", "replicas: 7", 1)).unwrap();
@@ -99,14 +105,21 @@ fn golden_test_reports_a_field_diff_and_update_accepts_the_output() {
     assert!(stdout.contains("1 passed, 1 failed"), "{stdout}");
 
     let out = run(&["--update"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let out = run(&[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("2 passed, 0 failed"), "{stdout}");
     // The accepted output is the plugin's, which the hand-written original had.
     let accepted: Value = yaml_file(&expected);
-    assert_eq!(accepted, yaml_file(&fixtures().join("static-site/fresh/expected.yaml")));
+    assert_eq!(
+        accepted,
+        yaml_file(&fixtures().join("static-site/fresh/expected.yaml"))
+    );
 }
 
 #[test]
@@ -117,10 +130,17 @@ fn golden_error_expectations_and_controller_rules() {
     let dir = fixtures().join("invalid-output");
     let out = golden(
         tmp.path(),
-        &[dir.display().to_string(), format!("--plugin={}", plugin_path("adversarial").display())],
+        &[
+            dir.display().to_string(),
+            format!("--plugin={}", plugin_path("adversarial").display()),
+        ],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Without the controller's declared kinds the Secret child is accepted,
     // so that case must fail against its expectation.
     let other = tmp.path().join("controller.yaml");
@@ -141,7 +161,10 @@ fn golden_error_expectations_and_controller_rules() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("expected a InvalidOutput error, got a response"), "{stdout}");
+    assert!(
+        stdout.contains("expected a InvalidOutput error, got a response"),
+        "{stdout}"
+    );
 }
 
 #[test]

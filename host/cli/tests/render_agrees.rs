@@ -137,7 +137,10 @@ async fn render_and_the_host_agree_on_invalid_output() -> Result<()> {
                     (status.as_str(), reason.as_str()) == ("False", "InvalidPluginOutput"),
                     "{name}: the host says Ready={status} {reason}: {message}"
                 );
-                ensure!(&message == expected, "{name}: host message {message:?}, fixture {expected:?}");
+                ensure!(
+                    &message == expected,
+                    "{name}: host message {message:?}, fixture {expected:?}"
+                );
                 ensure!(*code == Some(5), "{name}: render exited {code:?}: {stderr}");
                 ensure!(
                     stderr.contains(&format!("InvalidPluginOutput: {message}")),
@@ -145,7 +148,10 @@ async fn render_and_the_host_agree_on_invalid_output() -> Result<()> {
                 );
             }
             None => {
-                ensure!(status == "True", "{name}: the host says Ready={status} {reason}: {message}");
+                ensure!(
+                    status == "True",
+                    "{name}: the host says Ready={status} {reason}: {message}"
+                );
                 ensure!(*code == Some(0), "{name}: render exited {code:?}: {stderr}");
             }
         }
@@ -183,7 +189,10 @@ fn render_without_controller_stats_and_logs() -> Result<()> {
         .output()?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     ensure!(out.status.code() == Some(5), "{stderr}");
-    ensure!(stderr.contains("type Ready is owned by the host"), "{stderr}");
+    ensure!(
+        stderr.contains("type Ready is owned by the host"),
+        "{stderr}"
+    );
 
     let spam = cache.path().join("spam.json");
     std::fs::write(&spam, r#"{"mode":"log-spam"}"#)?;
@@ -198,12 +207,18 @@ fn render_without_controller_stats_and_logs() -> Result<()> {
         .output()?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     ensure!(out.status.success(), "{stderr}");
-    ensure!(stderr.contains("xxxxxxxxxx"), "plugin log lines not shown: {stderr:.300}");
+    ensure!(
+        stderr.contains("xxxxxxxxxx"),
+        "plugin log lines not shown: {stderr:.300}"
+    );
     let stats = stderr
         .lines()
         .find(|l| l.starts_with("stats: "))
         .context("no stats line")?;
-    ensure!(stats.contains(" ms, memory ") && stats.contains("MiB"), "{stats}");
+    ensure!(
+        stats.contains(" ms, memory ") && stats.contains("MiB"),
+        "{stats}"
+    );
     // The host's default limits, not render's own.
     let limits = wr_runtime::CallLimits::default();
     ensure!(

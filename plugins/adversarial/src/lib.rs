@@ -185,7 +185,10 @@ pub fn run(request: &ReconcileRequest) -> Result<ReconcileResponse, ReconcileErr
 fn echo(request: &ReconcileRequest) -> ReconcileResponse {
     use bindings::wasm_reconciler::plugin::types::{Condition, ConditionStatus};
     let parent: Value = serde_json::from_str(&request.parent).unwrap_or(Value::Null);
-    let spec = parent.pointer("/spec/response").cloned().unwrap_or(Value::Null);
+    let spec = parent
+        .pointer("/spec/response")
+        .cloned()
+        .unwrap_or(Value::Null);
     let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let children = spec
         .get("children")

@@ -132,21 +132,29 @@ pub fn project_files(name: &str, lang: Lang) -> anyhow::Result<Vec<(String, Stri
 }
 
 pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
-    if !wr_engine::validate::is_dns_label(&args.name) || !args.name.starts_with(|c: char| c.is_ascii_lowercase()) {
+    if !wr_engine::validate::is_dns_label(&args.name)
+        || !args.name.starts_with(|c: char| c.is_ascii_lowercase())
+    {
         bail!(
             "NAME {:?} must be a DNS label starting with a letter (lowercase letters, digits and '-', at most 63)",
             args.name
         );
     }
     let files = project_files(&args.name, args.lang)?;
-    let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from(&args.name));
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&args.name));
     if dir.exists()
         && std::fs::read_dir(&dir)
             .with_context(|| format!("cannot read {}", dir.display()))?
             .next()
             .is_some()
     {
-        bail!("{} exists and is not empty; choose another --dir", dir.display());
+        bail!(
+            "{} exists and is not empty; choose another --dir",
+            dir.display()
+        );
     }
     for (path, text) in &files {
         write(&dir.join(path), text)?;

@@ -80,7 +80,9 @@ fn check_loads(args: &PublishArgs, bytes: &[u8]) -> anyhow::Result<Result<(), St
 /// code) instead of the client's debug dump of the whole `Status`.
 fn api_error(err: kube::Error, what: &str) -> anyhow::Error {
     match err {
-        kube::Error::Api(s) => anyhow::anyhow!("{what}: {} ({}, HTTP {})", s.message, s.reason, s.code),
+        kube::Error::Api(s) => {
+            anyhow::anyhow!("{what}: {} ({}, HTTP {})", s.message, s.reason, s.code)
+        }
         other => anyhow::Error::new(other).context(what.to_string()),
     }
 }
@@ -222,7 +224,10 @@ async fn prune(
             // Already gone (a concurrent prune): nothing to do.
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => {
-                return Err(api_error(e, &format!("deleting ConfigMap {}/{name}", args.namespace)));
+                return Err(api_error(
+                    e,
+                    &format!("deleting ConfigMap {}/{name}", args.namespace),
+                ));
             }
         }
         tracing::info!(namespace = %args.namespace, configmap = %name, "pruned stale chunk ConfigMap");

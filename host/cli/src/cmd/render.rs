@@ -326,10 +326,7 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     let loaded = match Loaded::load(&args.plugin, &args.rules, &limits)? {
         Ok(loaded) => loaded,
         Err(err) => {
-            eprintln!(
-                "error: cannot load plugin {}: {err}",
-                args.plugin.display()
-            );
+            eprintln!("error: cannot load plugin {}: {err}", args.plugin.display());
             return Ok(ExitCode::from(EXIT_FAULT));
         }
     };

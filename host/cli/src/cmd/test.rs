@@ -74,10 +74,7 @@ fn plugin_path(args: &TestArgs, rules: &crate::cmd::render::Rules) -> anyhow::Re
         .and_then(|c| c.plugin.path.clone())
         .zip(args.rules.controller.as_ref());
     match from_controller {
-        Some((path, controller)) => Ok(controller
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join(path)),
+        Some((path, controller)) => Ok(controller.parent().unwrap_or(Path::new(".")).join(path)),
         None => bail!("no plugin: pass --plugin P.wasm (or --controller with spec.plugin.path)"),
     }
 }
@@ -85,9 +82,12 @@ fn plugin_path(args: &TestArgs, rules: &crate::cmd::render::Rules) -> anyhow::Re
 pub fn run(mut args: TestArgs) -> anyhow::Result<ExitCode> {
     if args.rules.controller.is_none() {
         // A project made by `new` keeps it beside `tests/`.
-        args.rules.controller = [args.dir.join("controller.yaml"), args.dir.join("../controller.yaml")]
-            .into_iter()
-            .find(|p| p.exists());
+        args.rules.controller = [
+            args.dir.join("controller.yaml"),
+            args.dir.join("../controller.yaml"),
+        ]
+        .into_iter()
+        .find(|p| p.exists());
     }
     let (rules, limits) = args.rules.load()?;
     let plugin = plugin_path(&args, &rules)?;
@@ -121,8 +121,7 @@ pub fn run(mut args: TestArgs) -> anyhow::Result<ExitCode> {
         .request(&rules)
         .with_context(|| format!("case {}", case.name))?;
         let (verdict, _) = loaded.call(&request, &limits, &rules)?;
-        let result = verdict
-            .map(|r| serde_json::to_value(r).unwrap_or_default());
+        let result = verdict.map(|r| serde_json::to_value(r).unwrap_or_default());
         let expected = Expected::read(&case)?;
         let problems = match &expected {
             Some(e) => e.compare(&result),

@@ -97,8 +97,10 @@ impl Rules {
                         bail!("{}: more than one WasmController", path.display());
                     }
                     let s = doc.get("spec").cloned().unwrap_or(Value::Null);
-                    let parsed: WasmControllerSpec = serde_json::from_value(s)
-                        .with_context(|| format!("{}: invalid WasmController spec", path.display()))?;
+                    let parsed: WasmControllerSpec =
+                        serde_json::from_value(s).with_context(|| {
+                            format!("{}: invalid WasmController spec", path.display())
+                        })?;
                     spec = Some(parsed);
                 }
             }
@@ -109,7 +111,11 @@ impl Rules {
         for path in crds {
             let path = path.as_ref();
             let before = kinds.len();
-            kinds.extend(super::input::documents_of(path)?.iter().filter_map(crd_kind));
+            kinds.extend(
+                super::input::documents_of(path)?
+                    .iter()
+                    .filter_map(crd_kind),
+            );
             if kinds.len() == before {
                 bail!("{}: no CustomResourceDefinition found", path.display());
             }
@@ -251,7 +257,11 @@ impl Rules {
 
     /// The engine's verdict on `response` for `parent`: `Err(message)` is
     /// what the host writes as `Ready=False, reason InvalidPluginOutput`.
-    pub fn judge(&self, parent: &Value, response: &ReconcileResponse) -> anyhow::Result<Result<(), String>> {
+    pub fn judge(
+        &self,
+        parent: &Value,
+        response: &ReconcileResponse,
+    ) -> anyhow::Result<Result<(), String>> {
         let declared = self.declared(response)?;
         let ns = self.parent_namespace(parent)?;
         Ok(
@@ -310,7 +320,9 @@ mod tests {
         let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}});
         let verdict = rules.judge(&parent, &resp(vec![secret])).unwrap();
         assert!(
-            verdict.unwrap_err().contains("not a declared child resource"),
+            verdict
+                .unwrap_err()
+                .contains("not a declared child resource"),
             "the engine's wording"
         );
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
@@ -330,7 +342,10 @@ mod tests {
     fn unknown_kinds_and_wrong_parents_are_named() {
         let rules = controller(&WC.replace("resource: configmaps", "resource: gadgets"));
         let err = rules.declared(&resp(vec![])).unwrap_err().to_string();
-        assert!(err.contains("spec.childResources[0]") && err.contains("--crd"), "{err}");
+        assert!(
+            err.contains("spec.childResources[0]") && err.contains("--crd"),
+            "{err}"
+        );
         let rules = controller(WC);
         let parent = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w", "namespace": "ns"}});
         let err = rules.parent_namespace(&parent).unwrap_err().to_string();

@@ -148,20 +148,32 @@ impl Expected {
             ) => {
                 let mut out = Vec::new();
                 if *class != f.class {
-                    out.push(format!("error.class: expected {class:?}, got {:?}", f.class));
+                    out.push(format!(
+                        "error.class: expected {class:?}, got {:?}",
+                        f.class
+                    ));
                 }
                 if let Some(r) = reason.as_ref().filter(|r| **r != f.reason) {
                     out.push(format!("error.reason: expected {r:?}, got {:?}", f.reason));
                 }
                 if let Some(m) = message.as_ref().filter(|m| **m != f.message) {
-                    out.push(format!("error.message: expected {m:?}\n               got {:?}", f.message));
+                    out.push(format!(
+                        "error.message: expected {m:?}\n               got {:?}",
+                        f.message
+                    ));
                 }
                 out
             }
             (Expected::Legacy { exit_code, .. }, Ok(_)) => {
                 vec![format!("expected exit code {exit_code}, got a response")]
             }
-            (Expected::Legacy { exit_code, contains }, Err(f)) => {
+            (
+                Expected::Legacy {
+                    exit_code,
+                    contains,
+                },
+                Err(f),
+            ) => {
                 let mut out = Vec::new();
                 if *exit_code != f.class.exit_code() {
                     out.push(format!(
@@ -171,7 +183,9 @@ impl Expected {
                 }
                 let text = f.to_string();
                 if !text.contains(contains.as_str()) {
-                    out.push(format!("expected the error to contain {contains:?}, got {text:?}"));
+                    out.push(format!(
+                        "expected the error to contain {contains:?}, got {text:?}"
+                    ));
                 }
                 out
             }
