@@ -202,6 +202,22 @@ async fn components_that_do_not_fit_the_world_are_rejected_at_load() {
         other => panic!("{other:?}"),
     }
 
+    // What a default componentize-js (StarlingMonkey) build imports for fetch():
+    // refused with the import named and the documented fix.
+    let wasi_http = r#"(component
+        (import "wasi:http/outgoing-handler@0.2.3" (instance (export "handle" (func))))
+    )"#;
+    let err = rt.load(wasi_http.as_bytes()).unwrap_err();
+    assert!(
+        matches!(&err, LoadError::UnknownImport { import, .. } if import == "wasi:http/outgoing-handler@0.2.3"),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("disableFeatures") && text.contains("\"http\""),
+        "{text}"
+    );
+
     let no_export = r#"(component (core module $m) (core instance (instantiate $m)))"#;
     let err = rt.load(no_export.as_bytes()).unwrap_err();
     assert!(matches!(err, LoadError::WorldMismatch(_)), "{err:?}");

@@ -50,3 +50,34 @@ pub use faults::{Decision, FaultAction, FaultHandle, FaultRule, FaultSpec, Injec
 pub use requests::RequestRecord;
 pub use server::{Config, RunningServer, StartError, start};
 pub use version::{KUBERNETES_MINOR, KUBERNETES_VERSION};
+
+/// A built-in resource this server serves, for tools that need a kind's
+/// plural and scope without a running server (`render --controller`
+/// resolving child kinds offline, the list in `docs/authoring.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltinKind {
+    /// API group (`""` for the core group).
+    pub group: String,
+    /// Served versions, preferred first.
+    pub versions: Vec<String>,
+    /// Kind, e.g. `Deployment`.
+    pub kind: String,
+    /// Plural resource name, e.g. `deployments`.
+    pub resource: String,
+    /// Whether objects of the kind live in a namespace.
+    pub namespaced: bool,
+}
+
+/// Every built-in resource of the catalog (`catalog.rs`), one per group + plural.
+pub fn builtin_kinds() -> Vec<BuiltinKind> {
+    catalog::builtins()
+        .into_iter()
+        .map(|d| BuiltinKind {
+            group: d.group,
+            versions: d.versions,
+            kind: d.kind,
+            resource: d.resource,
+            namespaced: d.namespaced,
+        })
+        .collect()
+}

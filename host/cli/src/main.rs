@@ -38,6 +38,10 @@ enum Command {
     Plan(cmd::plan::PlanArgs),
     /// Convert another tool's controllers to WasmControllers (Metacontroller's CompositeController).
     Import(cmd::import::ImportArgs),
+    /// Golden-file tests: run a plugin on every case directory and compare with expected.yaml.
+    Test(cmd::test::TestArgs),
+    /// Create a plugin project (source, SDK, build script, golden test, CRD, WasmController).
+    New(cmd::new::NewArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +49,8 @@ fn main() -> ExitCode {
     let default_filter = match cli.command {
         Command::Dev(_) => Some(cmd::dev::DEFAULT_LOG_FILTER),
         Command::Run(_) => Some(cmd::run::DEFAULT_LOG_FILTER),
+        // A plugin's own log lines are what its author is looking for.
+        Command::Render(_) | Command::Test(_) => Some("warn,wr_plugin=info"),
         _ => None,
     };
     if let Some(filter) = default_filter
@@ -67,6 +73,8 @@ fn main() -> ExitCode {
         Command::Publish(args) => cmd::publish::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Import(args) => cmd::import::run(args),
+        Command::Test(args) => cmd::test::run(args),
+        Command::New(args) => cmd::new::run(args),
     };
     match result {
         Ok(code) => code,

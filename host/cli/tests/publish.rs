@@ -126,3 +126,65 @@ async fn publish_apply_round_trips_18_mib_and_prune_removes_old_chunk_sets() -> 
     env.stop_manager().await;
     Ok(())
 }
+
+/// `publish` compiles the component first: bytes the host would refuse are
+/// never written, with the host's reason (exit 5). A namespace that does not
+/// exist is named in one line (no API `Status` dump), and
+/// `--create-namespace` creates it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_refuses_unloadable_components_and_names_a_missing_namespace() -> Result<()> {
+    if wr_tests::target::skip_on_real("creates and inspects namespaces of fixed names") {
+        return Ok(());
+    }
+    let env = Env::start().await?;
+    let dir = tempfile::tempdir()?;
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.server.write_kubeconfig(&kubeconfig)?;
+    let run = |plugin: &Path, extra: &[&str]| {
+        std::process::Command::new(BIN)
+            .args(["publish", "--name", "p", "--apply"])
+            .arg("--plugin")
+            .arg(plugin)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--cache-dir")
+            .arg(dir.path().join("cache"))
+            .args(extra)
+            .output()
+    };
+    // A core module, not a component: refused before any API call.
+    let bogus = dir.path().join("core.wasm");
+    std::fs::write(&bogus, b"\0asm\x01\0\0\0")?;
+    let out = run(&bogus, &["--namespace", "default"])?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    anyhow::ensure!(out.status.code() == Some(5), "{stderr}");
+    anyhow::ensure!(
+        stderr.contains("refusing to publish")
+            && stderr.contains("not a valid WebAssembly component"),
+        "{stderr}"
+    );
+
+    let plugin = wr_tests::plugins::plugin_path("static-site");
+    let out = run(&plugin, &["--namespace", "nowhere"])?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    anyhow::ensure!(out.status.code() == Some(1), "{stderr}");
+    anyhow::ensure!(
+        stderr.contains("namespace \"nowhere\" does not exist")
+            && stderr.contains("--create-namespace"),
+        "{stderr}"
+    );
+    anyhow::ensure!(
+        !stderr.contains("ErrorResponse") && !stderr.contains("Status"),
+        "{stderr}"
+    );
+
+    let out = run(&plugin, &["--namespace", "nowhere", "--create-namespace"])?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "nowhere");
+    api.get("p").await.context("the published ConfigMap")?;
+    Ok(())
+}

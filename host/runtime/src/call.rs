@@ -19,6 +19,9 @@ pub struct CallTimings {
     pub instantiate: Duration,
     /// Lowering the request, running `reconcile`, lifting and parsing the response.
     pub call: Duration,
+    /// Linear memory the instance had at the end of the call, in bytes (its
+    /// peak: wasm memory never shrinks); what `render --stats` reports.
+    pub memory_bytes: usize,
 }
 
 /// One `reconcile` call: the request is lowered into the plugin's contract
@@ -154,6 +157,7 @@ async fn run_op(
     sandbox::flush_stdio(store.data());
     let result = outcome.map_err(|err| classify(&err, store.data(), limits, memory_cap));
     timings.call = instantiated.elapsed();
+    timings.memory_bytes = store.data().memory_bytes;
     (result, timings)
 }
 

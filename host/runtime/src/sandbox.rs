@@ -44,6 +44,9 @@ pub(crate) struct HostState {
     /// Set when the plugin tried to grow memory past the cap, so a resulting
     /// trap is reported as `MemoryLimit` rather than a generic trap.
     pub(crate) memory_limit_hit: bool,
+    /// Bytes of linear memory granted to the instance so far (all memories;
+    /// wasm memory never shrinks, so this is the call's peak).
+    pub(crate) memory_bytes: usize,
     pub(crate) stdout: CapturedOutput,
     pub(crate) stderr: CapturedOutput,
     log_bytes: usize,
@@ -78,6 +81,7 @@ impl HostState {
             table: ResourceTable::new(),
             limits,
             memory_limit_hit: false,
+            memory_bytes: 0,
             stdout,
             stderr,
             log_bytes: 0,
@@ -110,8 +114,9 @@ impl ResourceLimiter for HostState {
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let outcome = self.limits.memory_growing(current, desired, maximum);
-        if !matches!(outcome, Ok(true)) {
-            self.memory_limit_hit = true;
+        match outcome {
+            Ok(true) => self.memory_bytes += desired.saturating_sub(current),
+            _ => self.memory_limit_hit = true,
         }
         outcome
     }

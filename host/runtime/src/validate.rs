@@ -22,6 +22,13 @@ const PROVIDED_IMPORTS: &[&str] = &[
     "wasi:",
 ];
 
+/// Why `wasi:http` is refused and how to build without it. The default
+/// StarlingMonkey build of componentize-js imports it for `fetch()`.
+const WASI_HTTP_HINT: &str = "plugins get no network, so the host links no wasi:http. \
+A componentize-js (StarlingMonkey) build imports it by default: build with \
+`disableFeatures: [\"http\"]` (jco: `jco componentize --disable http`), or with \
+componentize-qjs; see docs/authoring.md, JavaScript";
+
 /// Checks imports and exports, finds the world the component implements and
 /// pre-links it for that world so every call only instantiates.
 pub(crate) fn link(
@@ -31,6 +38,12 @@ pub(crate) fn link(
 ) -> Result<WorldPre, LoadError> {
     let ty = component.component_type();
     for (name, _) in ty.imports(engine) {
+        if name.starts_with("wasi:http/") {
+            return Err(LoadError::UnknownImport {
+                import: name.to_string(),
+                detail: WASI_HTTP_HINT.into(),
+            });
+        }
         if !PROVIDED_IMPORTS
             .iter()
             .any(|prefix| name.starts_with(prefix))

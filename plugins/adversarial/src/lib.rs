@@ -18,6 +18,7 @@
 //! | `permanent` / `transient` | returns that error |
 //! | `flaky` | the chaos suite's healthy logic: one ConfigMap per `spec.keys`, transient failure on `config.failPercent` % of calls ([`chaos`]) |
 //! | `hostile` | the chaos suite's hostile logic: per call one of loop, memory bomb, trap, oversized or invalid output, or a plain child |
+//! | `echo` | returns the parent's `spec.response` as is (children, conditions, status): the shared invalid-output fixtures (`tests/fixtures/invalid-output`) |
 //!
 //! It implements the generated `Guest` trait directly (not the SDK's
 //! `Reconciler`) so that it can return output the SDK would never produce.
@@ -175,10 +176,51 @@ pub fn run(request: &ReconcileRequest) -> Result<ReconcileResponse, ReconcileErr
         "transient" => Err(ReconcileError::Transient(detail("NotReady", "try later"))),
         "flaky" => chaos::flaky(request, &config),
         "hostile" => chaos::hostile(request, &config),
+        "echo" => Ok(echo(request)),
         other => Err(ReconcileError::Permanent(detail(
             "UnknownMode",
             &format!("unknown mode {other:?}"),
         ))),
+    }
+}
+
+/// The parent's `spec.response` (`children`: objects, `conditions`:
+/// `{type, status, reason, message}`, `status`: any JSON) as the response,
+/// whatever it says: output only a contract-breaking plugin would produce.
+fn echo(request: &ReconcileRequest) -> ReconcileResponse {
+    use bindings::wasm_reconciler::plugin::types::{Condition, ConditionStatus};
+    let parent: Value = serde_json::from_str(&request.parent).unwrap_or(Value::Null);
+    let spec = parent
+        .pointer("/spec/response")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let children = spec
+        .get("children")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(Value::to_string).collect())
+        .unwrap_or_default();
+    let conditions = spec
+        .get("conditions")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|c| Condition {
+                    type_: text(c, "type"),
+                    status: match c.get("status").and_then(Value::as_str) {
+                        Some("True") => ConditionStatus::True,
+                        Some("False") => ConditionStatus::False,
+                        _ => ConditionStatus::Unknown,
+                    },
+                    reason: text(c, "reason"),
+                    message: text(c, "message"),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    ReconcileResponse {
+        conditions,
+        ..response(children, spec.get("status").cloned())
     }
 }
 

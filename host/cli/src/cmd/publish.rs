@@ -7,6 +7,10 @@
 //! `--apply --prune` then deletes the chunk ConfigMaps of earlier versions
 //! that the new manifest no longer references (publish never rewrites a chunk
 //! set, so without pruning every chunked version stays behind).
+//!
+//! Before anything is written the component is compiled locally exactly as
+//! the host loads it: a file that is not a component, imports what the host
+//! does not provide or implements no supported world is refused (exit 5).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,11 +53,58 @@ pub struct PublishArgs {
     /// zstd compression level (1-22).
     #[arg(long, default_value_t = 10)]
     pub zstd_level: i32,
+    /// With --apply: create the namespace when it does not exist.
+    #[arg(long, requires = "apply")]
+    pub create_namespace: bool,
+    /// Do not compile the component locally first (for a host newer than
+    /// this binary, whose world this binary does not know).
+    #[arg(long)]
+    pub skip_check: bool,
+    /// Directory of the precompiled-plugin cache used by the check.
+    #[arg(long, value_name = "DIR", env = "WASM_RECONCILER_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Compiles the component as the host would and checks its world; the
+/// host's load error when it would be refused.
+fn check_loads(args: &PublishArgs, bytes: &[u8]) -> anyhow::Result<Result<(), String>> {
+    let runtime = super::plugin_runtime::create(wr_runtime::RuntimeConfig {
+        cache_dir: super::plugin_runtime::cache_dir(false, args.cache_dir.as_ref()),
+        max_instances: 1,
+        ..wr_runtime::RuntimeConfig::default()
+    })?;
+    Ok(runtime.load(bytes).map(|_| ()).map_err(|e| e.to_string()))
+}
+
+/// A Kubernetes API error as one readable line (its message, reason and
+/// code) instead of the client's debug dump of the whole `Status`.
+fn api_error(err: kube::Error, what: &str) -> anyhow::Error {
+    match err {
+        kube::Error::Api(s) => {
+            anyhow::anyhow!("{what}: {} ({}, HTTP {})", s.message, s.reason, s.code)
+        }
+        other => anyhow::Error::new(other).context(what.to_string()),
+    }
+}
+
+/// True for the API server's answer to a write into a namespace that does not exist.
+fn namespace_missing(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(s) if s.code == 404
+        && s.details.as_ref().is_some_and(|d| d.kind == "namespaces"))
 }
 
 pub fn run(args: PublishArgs) -> anyhow::Result<ExitCode> {
     let bytes = std::fs::read(&args.plugin)
         .with_context(|| format!("reading {}", args.plugin.display()))?;
+    if !args.skip_check
+        && let Err(err) = check_loads(&args, &bytes)?
+    {
+        eprintln!(
+            "error: refusing to publish {}: the host would not load it: {err}",
+            args.plugin.display()
+        );
+        return Ok(ExitCode::from(super::render::EXIT_FAULT));
+    }
     let opts = PublishOptions {
         zstd_level: args.zstd_level,
         ..PublishOptions::default()
@@ -108,18 +159,51 @@ async fn apply(args: &PublishArgs, cms: &[ConfigMap]) -> anyhow::Result<Vec<Stri
         None => kube::Config::infer().await?,
     };
     let client = kube::Client::try_from(config)?;
-    let api: Api<ConfigMap> = Api::namespaced(client, &args.namespace);
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &args.namespace);
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     for cm in cms {
         let name = cm.metadata.name.clone().unwrap_or_default();
-        api.patch(&name, &pp, &Patch::Apply(cm))
-            .await
-            .with_context(|| format!("applying ConfigMap {}/{name}", args.namespace))?;
+        let what = format!("applying ConfigMap {}/{name}", args.namespace);
+        match api.patch(&name, &pp, &Patch::Apply(cm)).await {
+            Ok(_) => {}
+            Err(e) if namespace_missing(&e) && args.create_namespace => {
+                create_namespace(&client, &args.namespace).await?;
+                api.patch(&name, &pp, &Patch::Apply(cm))
+                    .await
+                    .map_err(|e| api_error(e, &what))?;
+            }
+            Err(e) if namespace_missing(&e) => anyhow::bail!(
+                "namespace {:?} does not exist: create it (kubectl create namespace {}) or pass --create-namespace",
+                args.namespace,
+                args.namespace
+            ),
+            Err(e) => return Err(api_error(e, &what)),
+        }
     }
     if !args.prune {
         return Ok(Vec::new());
     }
     prune(&api, args, cms).await
+}
+
+async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match api.create(&kube::api::PostParams::default(), &ns).await {
+        Ok(_) => {
+            tracing::info!(namespace = %name, "created namespace");
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(api_error(e, &format!("creating namespace {name}"))),
+    }
 }
 
 /// Deletes the chunk ConfigMaps of `args.name` that `cms` (just applied) does
@@ -132,7 +216,7 @@ async fn prune(
     let existing = api
         .list(&ListParams::default().labels(&chunked::chunk_selector(&args.name)))
         .await
-        .with_context(|| format!("listing chunk ConfigMaps of {}", args.name))?;
+        .map_err(|e| api_error(e, &format!("listing chunk ConfigMaps of {}", args.name)))?;
     let stale = chunked::stale_chunks(&existing.items, &args.name, cms);
     for name in &stale {
         match api.delete(name, &DeleteParams::default()).await {
@@ -140,8 +224,10 @@ async fn prune(
             // Already gone (a concurrent prune): nothing to do.
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => {
-                return Err(anyhow::Error::new(e)
-                    .context(format!("deleting ConfigMap {}/{name}", args.namespace)));
+                return Err(api_error(
+                    e,
+                    &format!("deleting ConfigMap {}/{name}", args.namespace),
+                ));
             }
         }
         tracing::info!(namespace = %args.namespace, configmap = %name, "pruned stale chunk ConfigMap");

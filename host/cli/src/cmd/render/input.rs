@@ -28,6 +28,11 @@ fn documents(path: &Path) -> anyhow::Result<Vec<(usize, Value)>> {
     Ok(docs)
 }
 
+/// All non-empty documents of a YAML/JSON file.
+pub fn documents_of(path: &Path) -> anyhow::Result<Vec<Value>> {
+    Ok(documents(path)?.into_iter().map(|(_, v)| v).collect())
+}
+
 /// Checks that `value` is a Kubernetes object: a mapping with string
 /// `apiVersion`, `kind` and `metadata.name`.
 fn check_object(path: &Path, doc: usize, value: &Value) -> anyhow::Result<()> {
