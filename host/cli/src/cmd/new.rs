@@ -122,9 +122,12 @@ pub fn project_files(name: &str, lang: Lang) -> anyhow::Result<Vec<(String, Stri
     for (path, text) in files::COMMON.iter().chain(own) {
         let mut text = fill(text, &values);
         if lang == Lang::Rust && *path == "sdk/src/lib.rs" {
-            // In this repository the SDK reads the WIT at ../../wit; in the
-            // project it is at ../wit (the project's own copy).
-            text = text.replace("path: \"../../wit\"", "path: \"../wit\"");
+            // In this repository the SDK reads the WIT at ../../wit/0.2.0 (and
+            // a plugin crate under plugins/ at ../../wit/0.2.0); in the project
+            // the copy is at wit/0.2.0 of the project root.
+            text = text
+                .replace("path: \"../../wit/0.2.0\"", "path: \"../wit/0.2.0\"")
+                .replace("($ty, \"../../wit/0.2.0\")", "($ty, \"wit/0.2.0\")");
         }
         out.push((path.to_string(), text));
     }
@@ -212,7 +215,12 @@ mod tests {
         }
         let files = project_files("my-app", Lang::Rust).unwrap();
         let sdk = &files.iter().find(|(p, _)| p == "sdk/src/lib.rs").unwrap().1;
-        assert!(sdk.contains("path: \"../wit\""));
+        assert!(sdk.contains("path: \"../wit/0.2.0\""), "the SDK's WIT path");
+        assert!(
+            !sdk.contains("path: \"../../wit") && !sdk.contains("\"../../wit/0.2.0\")"),
+            "a path into this repository is left"
+        );
+        assert!(files.iter().any(|(p, _)| p == "wit/0.2.0/reconciler.wit"));
     }
 
     #[test]

@@ -46,8 +46,12 @@ pub const COMMON: Files = &[
     ),
 ];
 
-/// Rust: a cdylib crate and the vendored SDK crate.
+/// Rust: a cdylib crate and the vendored SDK crate (contract 0.2.0).
 pub const RUST: Files = &[
+    (
+        "wit/0.2.0/reconciler.wit",
+        include_str!("../../../../../wit/0.2.0/reconciler.wit"),
+    ),
     (
         "Cargo.toml",
         include_str!("../../../templates/rust/Cargo.toml"),
@@ -64,6 +68,10 @@ pub const RUST: Files = &[
     (
         "sdk/src/__private.rs",
         include_str!("../../../../../plugins/sdk/src/__private.rs"),
+    ),
+    (
+        "sdk/src/customize.rs",
+        include_str!("../../../../../plugins/sdk/src/customize.rs"),
     ),
     (
         "sdk/src/error.rs",
@@ -135,6 +143,10 @@ pub const JS: Files = &[
         include_str!("../../../../../plugins/js/sdk/index.js"),
     ),
     (
+        "sdk/metacontroller.js",
+        include_str!("../../../../../plugins/js/sdk/metacontroller.js"),
+    ),
+    (
         "sdk/names.js",
         include_str!("../../../../../plugins/js/sdk/names.js"),
     ),
@@ -197,6 +209,10 @@ pub const PYTHON: Files = &[
     (
         "sdk/wr_plugin/export.py",
         include_str!("../../../../../plugins/python/sdk/wr_plugin/export.py"),
+    ),
+    (
+        "sdk/wr_plugin/metacontroller.py",
+        include_str!("../../../../../plugins/python/sdk/wr_plugin/metacontroller.py"),
     ),
     (
         "sdk/wr_plugin/names.py",
