@@ -6,7 +6,7 @@
 # --plugin-dir build`, kubectl apply of the project's controller.yaml and
 # example.yaml, then the example's Ready=True and its ConfigMap).
 #
-#   tests/authoring/new-projects.sh                 # rust js python c
+#   tests/authoring/new-projects.sh                 # rust js python c go
 #   tests/authoring/new-projects.sh js c            # some languages
 #
 # Uses the toolchain caches of plugins/*/build.sh (~/.cache/wasm-reconciler,
@@ -16,7 +16,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 langs=("$@")
-[ ${#langs[@]} -gt 0 ] || langs=(rust js python c)
+[ ${#langs[@]} -gt 0 ] || langs=(rust js python c go)
 log() { echo "[new-projects $(date -u +%H:%M:%S)] $*" >&2; }
 
 if [ -z "${WR_BIN:-}" ]; then

@@ -321,6 +321,101 @@ pub const C: Files = &[
     ),
 ];
 
+/// Go (standard Go, wasip1): sources, the vendored SDK (standard library only),
+/// the WASI stub adapter, the wasm-tools and Wizer pins.
+pub const GO: Files = &[
+    ("go.mod", include_str!("../../../templates/go/go.mod")),
+    ("build.sh", include_str!("../../../templates/go/build.sh")),
+    (
+        "src/main.go",
+        include_str!("../../../templates/go/src/main.go"),
+    ),
+    (
+        "src/plugin.go",
+        include_str!("../../../templates/go/src/plugin.go"),
+    ),
+    (
+        "src/plugin_test.go",
+        include_str!("../../../templates/go/src/plugin_test.go"),
+    ),
+    (
+        "tools/package.json",
+        include_str!("../../../templates/go/tools/package.json"),
+    ),
+    (
+        "tools/package-lock.json",
+        include_str!("../../../templates/go/tools/package-lock.json"),
+    ),
+    (
+        "tools/requirements.txt",
+        include_str!("../../../../../plugins/c/requirements.txt"),
+    ),
+    (
+        "wasi/wasi_snapshot_preview1.wat",
+        include_str!("../../../../../plugins/go/wasi/wasi_snapshot_preview1.wat"),
+    ),
+    (
+        "wasi/world.wit",
+        include_str!("../../../../../plugins/go/wasi/world.wit"),
+    ),
+    (
+        "sdk/abi_wasip1.go",
+        include_str!("../../../../../plugins/go/sdk/abi_wasip1.go"),
+    ),
+    (
+        "sdk/doc.go",
+        include_str!("../../../../../plugins/go/sdk/doc.go"),
+    ),
+    (
+        "sdk/errors.go",
+        include_str!("../../../../../plugins/go/sdk/errors.go"),
+    ),
+    (
+        "sdk/export.go",
+        include_str!("../../../../../plugins/go/sdk/export.go"),
+    ),
+    (
+        "sdk/json.go",
+        include_str!("../../../../../plugins/go/sdk/json.go"),
+    ),
+    (
+        "sdk/json_test.go",
+        include_str!("../../../../../plugins/go/sdk/json_test.go"),
+    ),
+    (
+        "sdk/log.go",
+        include_str!("../../../../../plugins/go/sdk/log.go"),
+    ),
+    (
+        "sdk/log_native.go",
+        include_str!("../../../../../plugins/go/sdk/log_native.go"),
+    ),
+    (
+        "sdk/names.go",
+        include_str!("../../../../../plugins/go/sdk/names.go"),
+    ),
+    (
+        "sdk/object.go",
+        include_str!("../../../../../plugins/go/sdk/object.go"),
+    ),
+    (
+        "sdk/request.go",
+        include_str!("../../../../../plugins/go/sdk/request.go"),
+    ),
+    (
+        "sdk/response.go",
+        include_str!("../../../../../plugins/go/sdk/response.go"),
+    ),
+    (
+        "sdk/rust.go",
+        include_str!("../../../../../plugins/go/sdk/rust.go"),
+    ),
+    (
+        "sdk/sdk_test.go",
+        include_str!("../../../../../plugins/go/sdk/sdk_test.go"),
+    ),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,6 +432,8 @@ mod tests {
             (C, "sdk/include/", "plugins/c/sdk/include"),
             (C, "sdk/src/", "plugins/c/sdk/src"),
             (C, "sdk/bindings/", "plugins/c/sdk/bindings"),
+            (GO, "sdk/", "plugins/go/sdk"),
+            (GO, "wasi/", "plugins/go/wasi"),
         ] {
             let mut on_disk: Vec<String> = std::fs::read_dir(root.join(dir))
                 .unwrap()
