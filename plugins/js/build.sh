@@ -54,3 +54,8 @@ for entry in "$here"/*/component.js; do
   echo "$key" >"$wasm.key"
   wr_report "$wasm"
 done
+
+# The StarlingMonkey probe (componentize-js, default and without wasi:http):
+# what the host does with the other JavaScript toolchain
+# (tests/tests/languages_starlingmonkey.rs).
+"$here/starlingmonkey/build.sh"

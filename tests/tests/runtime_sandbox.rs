@@ -214,7 +214,9 @@ async fn components_that_do_not_fit_the_world_are_rejected_at_load() {
     );
     let text = err.to_string();
     assert!(
-        text.contains("disableFeatures") && text.contains("\"http\""),
+        text.contains("disableFeatures")
+            && text.contains("\"http\"")
+            && text.contains("\"fetch-event\""),
         "{text}"
     );
 

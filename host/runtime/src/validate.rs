@@ -26,7 +26,7 @@ const PROVIDED_IMPORTS: &[&str] = &[
 /// StarlingMonkey build of componentize-js imports it for `fetch()`.
 const WASI_HTTP_HINT: &str = "plugins get no network, so the host links no wasi:http. \
 A componentize-js (StarlingMonkey) build imports it by default: build with \
-`disableFeatures: [\"http\"]` (jco: `jco componentize --disable http`), or with \
+`disableFeatures: [\"http\", \"fetch-event\"]` (jco: `jco componentize --disable http fetch-event`), or with \
 componentize-qjs; see docs/authoring.md, JavaScript";
 
 /// Checks imports and exports, finds the world the component implements and

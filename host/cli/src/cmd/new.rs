@@ -65,7 +65,7 @@ fn placeholders(name: &str, lang: Lang) -> Vec<(&'static str, String)> {
         Lang::Js => (
             "JavaScript",
             "| `src/plugin.js` | the reconcile logic |\n| `src/plugin.test.js` | its unit tests (`node --test src/`) |\n| `src/component.js` | the component entry (WIT export and `log` import) |\n| `sdk/` | the wasm-reconciler JavaScript SDK (vendored) |\n| `tools/` | the pinned toolchain (componentize-qjs) |\n",
-            "Built with componentize-qjs (QuickJS-NG, ~1 MB components, `--stub-wasi`:\nno WASI imports). Building with componentize-js (StarlingMonkey) instead\nalso works, but its default build imports `wasi:http`, which the host does\nnot provide: pass `disableFeatures: [\"http\"]` (CLI: `--disable http`)\n(see the wasm-reconciler docs, `docs/authoring.md`, JavaScript).",
+            "Built with componentize-qjs (QuickJS-NG, ~1 MB components, `--stub-wasi`:\nno WASI imports). Building with componentize-js (StarlingMonkey) instead\nalso works, but its default build imports `wasi:http`, which the host does\nnot provide: pass `disableFeatures: [\"http\", \"fetch-event\"]` (CLI: `--disable http fetch-event`)\n(see the wasm-reconciler docs, `docs/authoring.md`, JavaScript).",
         ),
         Lang::Python => (
             "Python",
