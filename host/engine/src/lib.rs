@@ -40,3 +40,6 @@ pub use manager::{EngineError, Manager, ManagerHandle, ManagerOptions, engine_co
 pub use observe::{EngineObserver, FaultKind, ReconcileReport, ReconcileResult};
 pub use plugin::{PluginError, PluginLoader, ReconcilePlugin};
 pub use target::Target;
+
+#[cfg(test)]
+mod test_fixtures;

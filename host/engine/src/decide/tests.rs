@@ -4,62 +4,17 @@
 
 use std::time::Duration;
 
-use kube::api::ApiResource;
 use serde_json::{Value, json};
-use wr_runtime::{
-    CallLimits, Condition, ConditionStatus, Event, EventType, FaultKind, ReconcileResponse,
-};
+use wr_runtime::{Condition, ConditionStatus, Event, EventType, FaultKind, ReconcileResponse};
 
 use super::*;
 use crate::crd::{RelatedResource, UpdateMethod};
 use crate::plan::Snapshot;
-use crate::resolve::Resolved;
 use crate::status_schema::{SchemaCheck, StatusSchema};
-use crate::target::{TargetChild, TargetRelated};
-use crate::validate::DeclaredKind;
+use crate::target::TargetRelated;
+use crate::test_fixtures::{answer, cm, existing, resolved, target};
 
 const UID: &str = "p-uid";
-
-fn resolved(api_version: &str, kind: &str, plural: &str) -> Resolved {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    Resolved {
-        ar: ApiResource {
-            group: group.into(),
-            version: version.into(),
-            api_version: api_version.into(),
-            kind: kind.into(),
-            plural: plural.into(),
-        },
-        namespaced: true,
-        status_subresource: true,
-    }
-}
-
-fn target(method: UpdateMethod, finalize: bool) -> Target {
-    Target {
-        name: "c".into(),
-        field_manager: "wasm-reconciler/c".into(),
-        finalizer: finalize::finalizer_name("c"),
-        finalize,
-        parent: resolved("example.com/v1", "Site", "sites"),
-        declared: vec![DeclaredKind {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            namespaced: true,
-        }],
-        children: vec![TargetChild {
-            resolved: resolved("v1", "ConfigMap", "configmaps"),
-            method,
-        }],
-        related: vec![],
-        config: Some(json!({"k": 1})),
-        limits: CallLimits::default(),
-        concurrency: 1,
-        resync: None,
-        status_schema: SchemaCheck::BuiltIn,
-        status_mode: crate::status::StatusMode::Merge,
-    }
-}
 
 /// A parent at generation 2; `deleting`, and the host's finalizer when `fin`.
 fn parent(deleting: bool, fin: bool) -> DynamicObject {
@@ -76,35 +31,6 @@ fn parent(deleting: bool, fin: bool) -> DynamicObject {
         v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
     }
     serde_json::from_value(v).unwrap()
-}
-
-fn cm(name: &str, value: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "ConfigMap",
-           "metadata": {"name": name, "namespace": "ns"}, "data": {"v": value}})
-}
-
-/// A child as the host leaves it after applying `plugin_obj` for `owner_uid`.
-fn existing(plugin_obj: &Value, owner_uid: &str, uid: &str) -> DynamicObject {
-    let owner = OwnerRef {
-        api_version: "example.com/v1".into(),
-        kind: "Site".into(),
-        name: "s".into(),
-        uid: owner_uid.into(),
-    };
-    let mut v = apply::desired_object(plugin_obj, &owner);
-    v["metadata"]["uid"] = json!(uid);
-    serde_json::from_value(v).unwrap()
-}
-
-fn answer(children: Vec<Value>) -> ReconcileResponse {
-    ReconcileResponse {
-        children,
-        conditions: vec![],
-        status: None,
-        requeue_after_seconds: None,
-        events: vec![],
-        finalized: false,
-    }
 }
 
 fn snap(children: Vec<DynamicObject>) -> Snapshot {

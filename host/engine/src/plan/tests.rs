@@ -4,20 +4,22 @@
 use std::sync::Mutex;
 
 use futures::future::BoxFuture;
-use kube::api::ApiResource;
 use serde_json::json;
 use wr_runtime::{CallLimits, FaultKind, ReconcileRequest, ReconcileResponse};
 
-use crate::apply::{self, OwnerRef};
 use crate::crd::UpdateMethod;
-use crate::finalize;
 use crate::plugin::PluginError;
-use crate::resolve::Resolved;
-use crate::status_schema::SchemaCheck;
-use crate::target::TargetChild;
-use crate::validate::DeclaredKind;
 
 use super::*;
+use crate::test_fixtures::{answer, cm, existing};
+
+/// The shared controller, planning two parents at a time.
+fn target(method: UpdateMethod, finalize: bool) -> Target {
+    Target {
+        concurrency: 2,
+        ..crate::test_fixtures::target(method, finalize)
+    }
+}
 
 struct Fixed(
     Mutex<Vec<ReconcileRequest>>,
@@ -39,48 +41,6 @@ impl ReconcilePlugin for Fixed {
     }
 }
 
-fn resolved(api_version: &str, kind: &str, plural: &str) -> Resolved {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    Resolved {
-        ar: ApiResource {
-            group: group.into(),
-            version: version.into(),
-            api_version: api_version.into(),
-            kind: kind.into(),
-            plural: plural.into(),
-        },
-        namespaced: true,
-        status_subresource: true,
-    }
-}
-
-fn target(method: UpdateMethod, finalize: bool) -> Target {
-    let cm = resolved("v1", "ConfigMap", "configmaps");
-    Target {
-        name: "c".into(),
-        field_manager: "wasm-reconciler/c".into(),
-        finalizer: finalize::finalizer_name("c"),
-        finalize,
-        parent: resolved("example.com/v1", "Site", "sites"),
-        declared: vec![DeclaredKind {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            namespaced: true,
-        }],
-        children: vec![TargetChild {
-            resolved: cm,
-            method,
-        }],
-        related: vec![],
-        config: Some(json!({"k": 1})),
-        limits: CallLimits::default(),
-        concurrency: 2,
-        status_schema: SchemaCheck::BuiltIn,
-        status_mode: crate::status::StatusMode::Merge,
-        resync: None,
-    }
-}
-
 fn parent() -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "example.com/v1", "kind": "Site",
@@ -92,35 +52,6 @@ fn parent() -> DynamicObject {
              "observedGeneration": 2, "lastTransitionTime": "T0"}]}
     }))
     .unwrap()
-}
-
-fn cm(name: &str, value: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "ConfigMap",
-           "metadata": {"name": name, "namespace": "ns"}, "data": {"v": value}})
-}
-
-/// A child as the host would have left it after applying `plugin_obj`.
-fn existing(plugin_obj: &Value, owner_uid: &str, uid: &str) -> DynamicObject {
-    let owner = OwnerRef {
-        api_version: "example.com/v1".into(),
-        kind: "Site".into(),
-        name: "s".into(),
-        uid: owner_uid.into(),
-    };
-    let mut v = apply::desired_object(plugin_obj, &owner);
-    v["metadata"]["uid"] = json!(uid);
-    serde_json::from_value(v).unwrap()
-}
-
-fn answer(children: Vec<Value>) -> ReconcileResponse {
-    ReconcileResponse {
-        children,
-        conditions: vec![],
-        status: None,
-        requeue_after_seconds: None,
-        events: vec![],
-        finalized: false,
-    }
 }
 
 #[tokio::test]
