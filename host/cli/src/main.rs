@@ -20,14 +20,17 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    #[cfg(feature = "dev")]
     /// Run a plugin offline on files: parent (+ observed children) in, desired state out.
     Render(cmd::render::RenderArgs),
+    #[cfg(feature = "dev")]
     /// Run the embedded Kubernetes-compatible API server on its own.
     Apiserver(cmd::apiserver::ApiserverArgs),
     /// Print the CustomResourceDefinitions the host needs (WasmController).
     Crds(cmd::crds::CrdsArgs),
     /// Run the operator: one controller per WasmController, until SIGINT/SIGTERM.
     Run(cmd::run::RunArgs),
+    #[cfg(feature = "dev")]
     /// Embedded API server + host + example plugins and parents in one process.
     Dev(cmd::dev::DevArgs),
     /// Print the least-privilege RBAC (ClusterRole, Lease Role, bindings) for WasmControllers.
@@ -38,6 +41,7 @@ enum Command {
     Plan(cmd::plan::PlanArgs),
     /// Convert another tool's controllers to WasmControllers (Metacontroller's CompositeController).
     Import(cmd::import::ImportArgs),
+    #[cfg(feature = "dev")]
     /// Golden-file tests: run a plugin on every case directory and compare with expected.yaml.
     Test(cmd::test::TestArgs),
     /// Create a plugin project (source, SDK, build script, golden test, CRD, WasmController).
@@ -47,9 +51,11 @@ enum Command {
 fn main() -> ExitCode {
     let mut cli = Cli::parse();
     let default_filter = match cli.command {
+        #[cfg(feature = "dev")]
         Command::Dev(_) => Some(cmd::dev::DEFAULT_LOG_FILTER),
         Command::Run(_) => Some(cmd::run::DEFAULT_LOG_FILTER),
         // A plugin's own log lines are what its author is looking for.
+        #[cfg(feature = "dev")]
         Command::Render(_) | Command::Test(_) => Some("warn,wr_plugin=info"),
         _ => None,
     };
@@ -64,15 +70,19 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let result = match cli.command {
+        #[cfg(feature = "dev")]
         Command::Render(args) => cmd::render::run(args),
+        #[cfg(feature = "dev")]
         Command::Apiserver(args) => cmd::apiserver::run(args),
         Command::Crds(args) => cmd::crds::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Rbac(args) => cmd::rbac::run(args),
+        #[cfg(feature = "dev")]
         Command::Dev(args) => cmd::dev::run(args),
         Command::Publish(args) => cmd::publish::run(args),
         Command::Plan(args) => cmd::plan::run(args),
         Command::Import(args) => cmd::import::run(args),
+        #[cfg(feature = "dev")]
         Command::Test(args) => cmd::test::run(args),
         Command::New(args) => cmd::new::run(args),
     };

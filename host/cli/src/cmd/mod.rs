@@ -1,7 +1,9 @@
 //! One module per subcommand, plus what several of them share.
 
+#[cfg(feature = "dev")]
 pub mod apiserver;
 pub mod crds;
+#[cfg(feature = "dev")]
 pub mod dev;
 pub mod import;
 pub mod new;
@@ -9,7 +11,10 @@ pub mod plan;
 pub mod plugin_runtime;
 pub mod publish;
 pub mod rbac;
+#[cfg(feature = "dev")]
 pub mod render;
 pub mod run;
+#[cfg(feature = "dev")]
 pub mod simulate;
+#[cfg(feature = "dev")]
 pub mod test;

@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use wr_runtime::{PluginRuntime, RuntimeConfig};
 
+/// Exit code for a plugin that cannot be loaded or faults: a fault of the
+/// plugin (`render`, `test` and `publish` agree on it).
+pub const EXIT_FAULT: u8 = 5;
+
 /// `$XDG_CACHE_HOME/wasm-reconciler`, else `~/.cache/wasm-reconciler`.
 pub fn default_cache_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CACHE_HOME")

@@ -103,7 +103,7 @@ pub fn run(args: PublishArgs) -> anyhow::Result<ExitCode> {
             "error: refusing to publish {}: the host would not load it: {err}",
             args.plugin.display()
         );
-        return Ok(ExitCode::from(super::render::EXIT_FAULT));
+        return Ok(ExitCode::from(super::plugin_runtime::EXIT_FAULT));
     }
     let opts = PublishOptions {
         zstd_level: args.zstd_level,

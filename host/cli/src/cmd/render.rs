@@ -30,8 +30,7 @@ use wr_runtime::{
 
 pub use judge::Rules;
 
-/// Exit code for a plugin that cannot be loaded: a fault of the plugin.
-pub const EXIT_FAULT: u8 = 5;
+pub use super::plugin_runtime::EXIT_FAULT;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum OutputFormat {
