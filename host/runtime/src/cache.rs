@@ -48,6 +48,7 @@ impl DiskCache {
         }
         // SAFETY: see the module documentation: the file was written by
         // `put` below from `Component::serialize` for this engine key.
+        #[allow(unsafe_code)]
         match unsafe { Component::deserialize_file(engine, &path) } {
             Ok(component) => Some(component),
             Err(err) => {
