@@ -186,7 +186,7 @@ fn child_plan(
         ChildAction::Create => PlannedAction::Create,
         ChildAction::Unchanged => PlannedAction::Unchanged,
         ChildAction::Wait => PlannedAction::Wait,
-        ChildAction::Apply => PlannedAction::Change,
+        ChildAction::Apply | ChildAction::Adopt | ChildAction::TakeOver => PlannedAction::Change,
         ChildAction::Recreate { .. } => PlannedAction::Recreate,
         ChildAction::Left => PlannedAction::Leave,
         ChildAction::Collision(_) => PlannedAction::Conflict,
