@@ -157,6 +157,33 @@ fn label_selector(s: &RelatedSelector) -> LabelSelector {
     }
 }
 
+/// Calls `customize` for `parent` (no cache: `plan` asks afresh, the
+/// running controller through [`Selections::select`]). A failed call fails
+/// like a reconcile call; an answer naming no declared rule is invalid output.
+pub async fn ask(
+    target: &Target,
+    parent: &DynamicObject,
+    plugin: &dyn ReconcilePlugin,
+) -> Result<Selection, PluginError> {
+    let req = CustomizeRequest {
+        parent: to_json(parent),
+        config: target.config.clone(),
+    };
+    match plugin.customize(&req, &target.limits).await? {
+        None => Ok(Selection::All),
+        Some(answer) => {
+            let s = Selection::from_answer(target, &answer).map_err(|message| {
+                PluginError::Fault {
+                    kind: FaultKind::InvalidOutput,
+                    message,
+                }
+            })?;
+            tracing::debug!(action = "customize", selectors = answer.len(), "related objects selected");
+            Ok(s)
+        }
+    }
+}
+
 /// What a `customize` answer depends on besides the fixed config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct AskedFor {
@@ -201,26 +228,9 @@ impl Selections {
         {
             return Ok(s.clone());
         }
-        let req = CustomizeRequest {
-            parent: to_json(parent),
-            config: target.config.clone(),
-        };
         self.calls
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let selection = match plugin.customize(&req, &target.limits).await? {
-            None => Selection::All,
-            Some(answer) => {
-                let s = Selection::from_answer(target, &answer).map_err(|message| {
-                    PluginError::Fault {
-                        kind: FaultKind::InvalidOutput,
-                        message,
-                    }
-                })?;
-                tracing::debug!(action = "customize", selectors = answer.len(), "related objects selected");
-                s
-            }
-        };
-        let selection = Arc::new(selection);
+        let selection = Arc::new(ask(target, parent, plugin).await?);
         self.lock()
             .insert(key.clone(), (asked, selection.clone()));
         Ok(selection)

@@ -535,6 +535,7 @@ mod tests {
         );
         assert!(fields(&i).is_empty(), "{:?}", i.unmappable);
         assert_eq!(i.controller.spec.status_mode, StatusMode::Replace);
+        assert_eq!(i.controller.spec.adoption, Adoption::Orphans);
     }
 
     #[test]
