@@ -191,8 +191,12 @@ async fn an_orphan_outside_the_parent_selector_is_not_adopted() -> Result<()> {
     controller(&env, Some("Orphans")).await?;
     metacontroller_child(&env, None).await?;
     env.start_manager();
-    env.create_widget("ns1", "w", json!({"selector": {"matchLabels": {"app": "other"}}}))
-        .await?;
+    env.create_widget(
+        "ns1",
+        "w",
+        json!({"selector": {"matchLabels": {"app": "other"}}}),
+    )
+    .await?;
     let (w, reason) = wait_ready(&env, "False").await?;
     env.stop_manager().await;
     assert_eq!(reason, "ChildConflict");

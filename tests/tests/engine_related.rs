@@ -16,7 +16,9 @@ use futures::future::BoxFuture;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use wr_engine::{PluginError, PluginLoader, ReconcilePlugin};
-use wr_runtime::{CallLimits, CustomizeRequest, ReconcileRequest, ReconcileResponse, RelatedSelector};
+use wr_runtime::{
+    CallLimits, CustomizeRequest, ReconcileRequest, ReconcileResponse, RelatedSelector,
+};
 use wr_tests::cluster::*;
 use wr_tests::plugins::plugin_bytes;
 
@@ -31,7 +33,10 @@ struct Counting {
 
 impl Counting {
     fn bump(&self, parent: &Value, customize: bool) {
-        let name = parent["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let name = parent["metadata"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
         let mut m = self.counts.lock().unwrap();
         let e = m.entry(name).or_default();
         if customize {
@@ -212,9 +217,11 @@ async fn each_parent_gets_and_is_woken_by_only_its_own_related_objects() -> Resu
     team_cm(&env, "db-1", "db", "1").await?;
     team_cm(&env, "ops-1", "ops", "1").await?;
     env.start_manager();
-    env.create_widget("ns1", "a", json!({"team": "web"})).await?;
+    env.create_widget("ns1", "a", json!({"team": "web"}))
+        .await?;
     env.create_widget("ns1", "b", json!({"team": "db"})).await?;
-    env.create_widget("ns1", "c", json!({"team": "web"})).await?;
+    env.create_widget("ns1", "c", json!({"team": "web"}))
+        .await?;
 
     // Each call received exactly its own team's ConfigMaps.
     wait_sources(&env, "a", &["web-1", "web-2"]).await?;
@@ -245,7 +252,12 @@ async fn each_parent_gets_and_is_woken_by_only_its_own_related_objects() -> Resu
     // An ops ConfigMap is relabelled into team db: b (its new selector
     // match) gets it, a and c are not woken.
     let before = after;
-    patch_cm(&env, "ops-1", json!({"metadata": {"labels": {"team": "db"}}})).await?;
+    patch_cm(
+        &env,
+        "ops-1",
+        json!({"metadata": {"labels": {"team": "db"}}}),
+    )
+    .await?;
     wait_sources(&env, "b", &["db-1", "ops-1"]).await?;
     let after = settled(&plugin).await;
     assert_reconciled(&before, &after, &["b"], &["a", "c"]);
@@ -294,7 +306,8 @@ async fn a_selector_for_an_undeclared_rule_is_invalid_output() -> Result<()> {
     }))
     .await?;
     env.start_manager();
-    env.create_widget("ns1", "a", json!({"team": "web"})).await?;
+    env.create_widget("ns1", "a", json!({"team": "web"}))
+        .await?;
     let api = env.widgets("ns1");
     let w = eventually("a Ready=False InvalidPluginOutput", 30, || {
         let api = api.clone();
@@ -305,10 +318,18 @@ async fn a_selector_for_an_undeclared_rule_is_invalid_output() -> Result<()> {
         }
     })
     .await?;
-    let msg = w.data.pointer("/status/conditions").map(Value::to_string).unwrap_or_default();
+    let msg = w
+        .data
+        .pointer("/status/conditions")
+        .map(Value::to_string)
+        .unwrap_or_default();
     assert!(msg.contains("team-configs"), "{msg}");
     assert!(env.configmaps("ns1").get_opt("a-team").await?.is_none());
-    assert_eq!(reconciles(&plugin.counts(), "a"), 0, "reconcile is not called");
+    assert_eq!(
+        reconciles(&plugin.counts(), "a"),
+        0,
+        "reconcile is not called"
+    );
     env.stop_manager().await;
     Ok(())
 }

@@ -343,7 +343,11 @@ fn without_resource_version(v: &Value) -> Value {
 /// (and the engine's take-over of Metacontroller's fields) moves ownership
 /// with a patch of managedFields alone.
 fn sends_managed_fields(old: &Value, new: &Value) -> bool {
-    let mf = |v: &Value| v.get("metadata").and_then(|m| m.get("managedFields")).cloned();
+    let mf = |v: &Value| {
+        v.get("metadata")
+            .and_then(|m| m.get("managedFields"))
+            .cloned()
+    };
     match mf(new) {
         Some(Value::Array(a)) if !a.is_empty() => mf(old) != Some(Value::Array(a)),
         _ => false,

@@ -376,7 +376,11 @@ async fn a_patch_of_managed_fields_alone_moves_ownership() -> anyhow::Result<()>
     assert_eq!(managers, ["applier"]);
     let keep = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "moved"}, "data": {"keep": "1"}});
     let after = api
-        .patch("moved", &PatchParams::apply("applier"), &Patch::Apply(&keep))
+        .patch(
+            "moved",
+            &PatchParams::apply("applier"),
+            &Patch::Apply(&keep),
+        )
         .await?;
     let data = after.data.unwrap_or_default();
     assert_eq!(data.keys().collect::<Vec<_>>(), ["keep"]);

@@ -47,9 +47,9 @@ impl AdoptPolicy {
     /// The policy of `adoption` for `parent`.
     pub fn of(adoption: Adoption, parent: &DynamicObject) -> Self {
         let selector = parent.data.pointer("/spec/selector").map(|v| {
-            serde_json::from_value::<
-                k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
-            >(v.clone())
+            serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>(
+                v.clone(),
+            )
             .map_err(|e| e.to_string())
             .and_then(|s| Selector::try_from(s).map_err(|e| e.to_string()))
             .map_err(|e| format!("the parent's spec.selector is not a label selector ({e})"))
@@ -99,7 +99,9 @@ pub fn has_leftovers(obj: &DynamicObject) -> bool {
             .is_some_and(|m| m.iter().any(is_metacontroller))
 }
 
-fn is_metacontroller(e: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry) -> bool {
+fn is_metacontroller(
+    e: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry,
+) -> bool {
     e.manager.as_deref() == Some(METACONTROLLER_MANAGER) && e.subresource.is_none()
 }
 
@@ -235,10 +237,22 @@ mod tests {
     fn never_refuses_and_orphans_follow_the_parent_selector() {
         let orphan = cm(json!({"app": "web"}), false);
         let p = parent(json!({}));
-        assert!(AdoptPolicy::of(Adoption::Never, &p).admits(&orphan).is_err());
-        assert!(AdoptPolicy::of(Adoption::Orphans, &p).admits(&orphan).is_ok());
+        assert!(
+            AdoptPolicy::of(Adoption::Never, &p)
+                .admits(&orphan)
+                .is_err()
+        );
+        assert!(
+            AdoptPolicy::of(Adoption::Orphans, &p)
+                .admits(&orphan)
+                .is_ok()
+        );
         let sel = parent(json!({"selector": {"matchLabels": {"app": "web"}}}));
-        assert!(AdoptPolicy::of(Adoption::Orphans, &sel).admits(&orphan).is_ok());
+        assert!(
+            AdoptPolicy::of(Adoption::Orphans, &sel)
+                .admits(&orphan)
+                .is_ok()
+        );
         let other = parent(json!({"selector": {"matchLabels": {"app": "db"}}}));
         let why = AdoptPolicy::of(Adoption::Orphans, &other)
             .admits(&orphan)
@@ -260,19 +274,25 @@ mod tests {
     #[test]
     fn transfer_moves_metacontroller_fields_into_the_apply_entry() {
         let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
-            "name": "c", "resourceVersion": "7",
-            "annotations": {METACONTROLLER_ANNOTATION: "{}"},
-            "managedFields": [
-                {"manager": "metacontroller", "operation": "Update", "apiVersion": "v1",
-                 "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:old": {}},
-                 "f:metadata": {"f:annotations": {"f:metacontroller.k8s.io/last-applied-configuration": {}}}}},
-                {"manager": "kubectl-edit", "operation": "Update", "apiVersion": "v1",
-                 "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:hand": {}}}}
-            ]}});
+        "name": "c", "resourceVersion": "7",
+        "annotations": {METACONTROLLER_ANNOTATION: "{}"},
+        "managedFields": [
+            {"manager": "metacontroller", "operation": "Update", "apiVersion": "v1",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:old": {}},
+             "f:metadata": {"f:annotations": {"f:metacontroller.k8s.io/last-applied-configuration": {}}}}},
+            {"manager": "kubectl-edit", "operation": "Update", "apiVersion": "v1",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:hand": {}}}}
+        ]}});
         let patch = transfer_patch(&obj, "wasm-reconciler/c").unwrap();
-        assert_eq!(patch[0], json!({"op": "test", "path": "/metadata/resourceVersion", "value": "7"}));
+        assert_eq!(
+            patch[0],
+            json!({"op": "test", "path": "/metadata/resourceVersion", "value": "7"})
+        );
         let entries = patch[1]["value"].as_array().unwrap();
-        let managers: Vec<&str> = entries.iter().map(|e| e["manager"].as_str().unwrap()).collect();
+        let managers: Vec<&str> = entries
+            .iter()
+            .map(|e| e["manager"].as_str().unwrap())
+            .collect();
         assert_eq!(managers, ["kubectl-edit", "wasm-reconciler/c"]);
         assert_eq!(entries[1]["operation"], "Apply");
         assert_eq!(entries[1]["fieldsV1"]["f:data"], json!({"f:old": {}}));
@@ -286,17 +306,20 @@ mod tests {
     #[test]
     fn transfer_merges_into_an_existing_apply_entry_and_is_none_without_leftovers() {
         let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
-            "name": "c", "resourceVersion": "7",
-            "managedFields": [
-                {"manager": "wasm-reconciler/c", "operation": "Apply", "apiVersion": "v1",
-                 "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:new": {}}}},
-                {"manager": "metacontroller", "operation": "Update", "apiVersion": "v1",
-                 "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:old": {}}}}
-            ]}});
+        "name": "c", "resourceVersion": "7",
+        "managedFields": [
+            {"manager": "wasm-reconciler/c", "operation": "Apply", "apiVersion": "v1",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:new": {}}}},
+            {"manager": "metacontroller", "operation": "Update", "apiVersion": "v1",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:old": {}}}}
+        ]}});
         let patch = transfer_patch(&obj, "wasm-reconciler/c").unwrap();
         let entries = patch[1]["value"].as_array().unwrap();
         assert_eq!(entries.len(), 1);
-        assert_eq!(entries[0]["fieldsV1"]["f:data"], json!({"f:new": {}, "f:old": {}}));
+        assert_eq!(
+            entries[0]["fieldsV1"]["f:data"],
+            json!({"f:new": {}, "f:old": {}})
+        );
         let clean = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c",
             "managedFields": [entries[0].clone()]}});
         assert_eq!(transfer_patch(&clean, "wasm-reconciler/c"), None);

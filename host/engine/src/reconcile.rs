@@ -587,8 +587,7 @@ async fn adopt_child(
         _ => ("ChildTakenOver", "took over"),
     };
     tracing::info!(action = reason, child = %label, "taking over child");
-    match crate::adopt::take_over(api, &step.name, &step.object, &ctl.target.field_manager).await
-    {
+    match crate::adopt::take_over(api, &step.name, &step.object, &ctl.target.field_manager).await {
         Ok(_) => {
             ctl.events
                 .record(on, EventKind::Normal, reason, &format!("{what} {label}"));

@@ -100,8 +100,12 @@ impl Selection {
                     s.name
                 ));
             }
-            let labels = Selector::try_from(label_selector(s))
-                .map_err(|e| format!("customize selector [{i}] ({:?}).matchExpressions: {e}", s.name))?;
+            let labels = Selector::try_from(label_selector(s)).map_err(|e| {
+                format!(
+                    "customize selector [{i}] ({:?}).matchExpressions: {e}",
+                    s.name
+                )
+            })?;
             let narrow = Narrow {
                 labels,
                 names: s.names.clone(),
@@ -134,9 +138,7 @@ impl Selection {
     /// Keeps only the related objects this parent asked for.
     pub fn narrow(&self, target: &Target, observed: &mut Observed) {
         if let Selection::Narrowed(_) = self {
-            observed
-                .related
-                .retain(|(i, o)| self.admits(target, *i, o));
+            observed.related.retain(|(i, o)| self.admits(target, *i, o));
         }
     }
 }
@@ -172,13 +174,16 @@ pub async fn ask(
     match plugin.customize(&req, &target.limits).await? {
         None => Ok(Selection::All),
         Some(answer) => {
-            let s = Selection::from_answer(target, &answer).map_err(|message| {
-                PluginError::Fault {
+            let s =
+                Selection::from_answer(target, &answer).map_err(|message| PluginError::Fault {
                     kind: FaultKind::InvalidOutput,
                     message,
-                }
-            })?;
-            tracing::debug!(action = "customize", selectors = answer.len(), "related objects selected");
+                })?;
+            tracing::debug!(
+                action = "customize",
+                selectors = answer.len(),
+                "related objects selected"
+            );
             Ok(s)
         }
     }
@@ -231,8 +236,7 @@ impl Selections {
         self.calls
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let selection = Arc::new(ask(target, parent, plugin).await?);
-        self.lock()
-            .insert(key.clone(), (asked, selection.clone()));
+        self.lock().insert(key.clone(), (asked, selection.clone()));
         Ok(selection)
     }
 

@@ -101,6 +101,9 @@ mod tests {
         ];
         let resp = TeamConfig::reconcile(&req).unwrap();
         assert_eq!(resp.children[0]["data"], json!({"x": "a", "y": "b"}));
-        assert_eq!(resp.status, Some(json!({"team": "web", "sources": ["a", "b"]})));
+        assert_eq!(
+            resp.status,
+            Some(json!({"team": "web", "sources": ["a", "b"]}))
+        );
     }
 }

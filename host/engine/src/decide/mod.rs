@@ -512,13 +512,7 @@ fn child_steps(
             let object = apply::desired_object(&d.object, &owner);
             ChildStep {
                 kind: d.kind_index,
-                action: apply::decide_adopting(
-                    &object,
-                    existing,
-                    &uid,
-                    kind.method,
-                    Some(&adopt),
-                ),
+                action: apply::decide_adopting(&object, existing, &uid, kind.method, Some(&adopt)),
                 existing_uid: existing.and_then(|e| e.metadata.uid.clone()),
                 label: apply::child_label(&kind.resolved.ar.kind, d.namespace.as_deref(), &d.name),
                 namespace: d.namespace.clone(),

@@ -16,9 +16,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::{Map, Value, json};
 use wr_engine::crd::{
-    Adoption,
-    ChildResource, ConfigMapSource, Limits, PluginSource, ResourceRef, StatusMode, UpdateMethod,
-    UpdateStrategy, WasmController, WasmControllerSpec,
+    Adoption, ChildResource, ConfigMapSource, Limits, PluginSource, ResourceRef, StatusMode,
+    UpdateMethod, UpdateStrategy, WasmController, WasmControllerSpec,
 };
 
 use super::go_duration;
