@@ -213,8 +213,6 @@ impl AskedFor {
 #[derive(Default)]
 pub struct Selections {
     map: Mutex<HashMap<ObjectKey, (AskedFor, Arc<Selection>)>>,
-    /// `customize` calls made (tests and stats).
-    calls: std::sync::atomic::AtomicU64,
 }
 
 impl Selections {
@@ -233,8 +231,6 @@ impl Selections {
         {
             return Ok(s.clone());
         }
-        self.calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let selection = Arc::new(ask(target, parent, plugin).await?);
         self.lock().insert(key.clone(), (asked, selection.clone()));
         Ok(selection)
@@ -259,11 +255,6 @@ impl Selections {
     /// Forgets the answer for a parent that is gone.
     pub fn forget(&self, key: &ObjectKey) {
         self.lock().remove(key);
-    }
-
-    /// `customize` calls made so far.
-    pub fn calls(&self) -> u64 {
-        self.calls.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, (AskedFor, Arc<Selection>)>> {
