@@ -336,6 +336,24 @@ fn without_resource_version(v: &Value) -> Value {
     v
 }
 
+/// Whether a non-apply write sets managedFields other than the stored ones
+/// (decodable entries, or the `[{}]` reset). kube-apiserver stores such a
+/// write even when nothing else changes: its no-op check compares the
+/// encoded object, managedFields included — how client-go's `csaupgrade`
+/// (and the engine's take-over of Metacontroller's fields) moves ownership
+/// with a patch of managedFields alone.
+fn sends_managed_fields(old: &Value, new: &Value) -> bool {
+    let mf = |v: &Value| {
+        v.get("metadata")
+            .and_then(|m| m.get("managedFields"))
+            .cloned()
+    };
+    match mf(new) {
+        Some(Value::Array(a)) if !a.is_empty() => mf(old) != Some(Value::Array(a)),
+        _ => false,
+    }
+}
+
 /// Equal apart from resourceVersion and managedFields (no-op write detection).
 fn same_content(old: &Value, new: &Value) -> bool {
     let strip = |v: &Value| {
@@ -478,7 +496,7 @@ pub fn write_existing(
             &without_resource_version(&new),
         )
     } else {
-        same_content(old, &new)
+        same_content(old, &new) && !sends_managed_fields(old, &new)
     };
     if unchanged {
         // No-op: kube-apiserver does not write (no new resourceVersion, no event).

@@ -337,6 +337,57 @@ async fn server_side_apply_conflicts_between_managers_and_force() -> anyhow::Res
     Ok(())
 }
 
+/// A patch that changes only managedFields is stored (kube-apiserver's no-op
+/// check compares the encoded object, managedFields included): the way
+/// client-go's `csaupgrade` moves a client-side manager's fields to an
+/// applier, after which one apply removes the fields it no longer sets.
+/// Checked against kube-apiserver v1.37 (the engine's Metacontroller
+/// take-over, `tests/tests/engine_adoption.rs` on the real cluster).
+#[tokio::test]
+async fn a_patch_of_managed_fields_alone_moves_ownership() -> anyhow::Result<()> {
+    let (srv, client) = server().await?;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let pp = PostParams {
+        field_manager: Some("old-client".into()),
+        ..PostParams::default()
+    };
+    let made = api
+        .create(&pp, &cm("moved", &[("keep", "1"), ("drop", "1")]))
+        .await?;
+    let mut entries = serde_json::to_value(made.metadata.managed_fields.clone())?;
+    entries[0]["manager"] = json!("applier");
+    entries[0]["operation"] = json!("Apply");
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": made.metadata.resource_version},
+        {"op": "replace", "path": "/metadata/managedFields", "value": entries},
+    ]))?;
+    let moved = api
+        .patch("moved", &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await?;
+    assert_ne!(rv(&moved.metadata), rv(&made.metadata), "a real write");
+    let managers: Vec<String> = moved
+        .metadata
+        .managed_fields
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert_eq!(managers, ["applier"]);
+    let keep = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "moved"}, "data": {"keep": "1"}});
+    let after = api
+        .patch(
+            "moved",
+            &PatchParams::apply("applier"),
+            &Patch::Apply(&keep),
+        )
+        .await?;
+    let data = after.data.unwrap_or_default();
+    assert_eq!(data.keys().collect::<Vec<_>>(), ["keep"]);
+    srv.shutdown().await;
+    Ok(())
+}
+
 /// Kubernetes SSA: applying the same value another manager applied makes the
 /// field shared; when the first manager stops applying it, it stays (the
 /// second still owns it). An apply that changes only ownership is a write.

@@ -31,6 +31,7 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
+use crate::adopt::AdoptPolicy;
 use crate::crd::UpdateMethod;
 use crate::diff::{APPLIED_HASH_ANNOTATION, is_subset, stable_hash};
 
@@ -109,15 +110,35 @@ pub enum ChildAction {
     Wait,
     /// Exists and is not controlled by this parent: never taken over.
     Collision(String),
+    /// Exists with no controller owner and `spec.adoption: Orphans` admits
+    /// it: adopted by a forced apply ([`crate::adopt`]).
+    Adopt,
+    /// Ours, but Metacontroller's leftovers are on it: its fields are taken
+    /// over and the leftovers removed ([`crate::adopt`]).
+    TakeOver,
 }
 
 /// Decides what to do with one child. `desired` is [`desired_object`]'s output;
 /// `observed` is whatever object of that kind and name the host sees (any owner).
+/// Orphans are never adopted ([`decide_adopting`] with the controller's policy).
 pub fn decide(
     desired: &Value,
     observed: Option<&DynamicObject>,
     parent_uid: &str,
     method: UpdateMethod,
+) -> ChildAction {
+    decide_adopting(desired, observed, parent_uid, method, None)
+}
+
+/// [`decide`] under an adoption policy: an orphan the policy admits is
+/// adopted, and a child of this parent with Metacontroller's leftovers is
+/// taken over ([`crate::adopt`]).
+pub fn decide_adopting(
+    desired: &Value,
+    observed: Option<&DynamicObject>,
+    parent_uid: &str,
+    method: UpdateMethod,
+    adopt: Option<&AdoptPolicy>,
 ) -> ChildAction {
     let Some(obs) = observed else {
         return ChildAction::Create;
@@ -126,9 +147,19 @@ pub fn decide(
         return ChildAction::Wait;
     }
     match controller_uid(obs) {
-        Some(u) if u == parent_uid => {}
+        Some(u) if u == parent_uid => {
+            if crate::adopt::has_leftovers(obs) {
+                return ChildAction::TakeOver;
+            }
+        }
         Some(_) => return ChildAction::Collision("it is controlled by another owner".into()),
-        None => return ChildAction::Collision("it exists and has no controller owner".into()),
+        None => {
+            return match adopt.map(|p| p.admits(obs)) {
+                Some(Ok(())) => ChildAction::Adopt,
+                Some(Err(why)) => ChildAction::Collision(why),
+                None => ChildAction::Collision("it exists and has no controller owner".into()),
+            };
+        }
     }
     let observed_json = match serde_json::to_value(obs) {
         Ok(v) => v,

@@ -79,6 +79,28 @@ pub struct WasmControllerSpec {
     /// except the host's `conditions` and `observedGeneration`).
     #[serde(default)]
     pub status_mode: StatusMode,
+    /// What happens when a desired child's name is taken by an object with
+    /// no controller: `Never` (default) reports a conflict, `Orphans` adopts
+    /// it (see [`Adoption`]).
+    #[serde(default)]
+    pub adoption: Adoption,
+}
+
+/// Adoption of orphans (issue 18): opt-in, so that by default the host never
+/// takes over an object it did not create.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum Adoption {
+    /// A desired child whose name is taken by an object without a controller
+    /// owner is reported as a `ChildConflict` and left alone.
+    #[default]
+    Never,
+    /// Such an object is adopted: the host adds its controller owner
+    /// reference by a forced server-side apply of the desired child — if the
+    /// parent has a `spec.selector` (a label selector, as Metacontroller
+    /// parents do), only when the orphan's labels match it. Metacontroller
+    /// leftovers (its last-applied annotation, fields of manager
+    /// `metacontroller`) are taken over and removed in the same step.
+    Orphans,
 }
 
 /// How the plugin's `status` object reaches the parent's `.status`.

@@ -7,6 +7,7 @@
 //! the finalizer `wasm-reconciler.dev/<controller-name>` on parents when its spec
 //! says `finalize: true`.
 
+pub mod adopt;
 pub mod apply;
 pub mod backoff;
 pub mod cache;
@@ -27,6 +28,7 @@ pub mod plugin_source;
 pub mod plugin_watch;
 pub mod queue;
 mod reconcile;
+pub mod related;
 pub mod resolve;
 pub mod rollout;
 pub mod status;

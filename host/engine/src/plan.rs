@@ -114,9 +114,17 @@ pub async fn plan_parent(
         return out;
     }
     let parent = decide::with_finalizer(target, parent, admission.finalizer);
-    let observed = decide::observe(target, parent, snap);
-    let req = decide::request(target, &observed, now);
-    let result = plugin.reconcile(&req, &target.limits).await;
+    let mut observed = decide::observe(target, parent, snap);
+    // The related objects this parent asks for (`customize`), as the
+    // running controller narrows them (crate::related).
+    let result = match crate::related::ask(target, &observed.parent, plugin).await {
+        Ok(selection) => {
+            selection.narrow(target, &mut observed);
+            let req = decide::request(target, &observed, now);
+            plugin.reconcile(&req, &target.limits).await
+        }
+        Err(e) => Err(e),
+    };
     let current = observed.parent.data.get("status");
     let generation = observed.parent.metadata.generation;
     match decide::decide(target, &observed, snap, &result) {
@@ -186,7 +194,7 @@ fn child_plan(
         ChildAction::Create => PlannedAction::Create,
         ChildAction::Unchanged => PlannedAction::Unchanged,
         ChildAction::Wait => PlannedAction::Wait,
-        ChildAction::Apply => PlannedAction::Change,
+        ChildAction::Apply | ChildAction::Adopt | ChildAction::TakeOver => PlannedAction::Change,
         ChildAction::Recreate { .. } => PlannedAction::Recreate,
         ChildAction::Left => PlannedAction::Leave,
         ChildAction::Collision(_) => PlannedAction::Conflict,

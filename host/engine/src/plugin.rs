@@ -8,7 +8,9 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use wr_runtime::{CallLimits, FaultKind, ReconcileRequest, ReconcileResponse};
+use wr_runtime::{
+    CallLimits, CustomizeRequest, FaultKind, ReconcileRequest, ReconcileResponse, RelatedSelector,
+};
 
 /// Why a plugin call produced no usable answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,6 +59,16 @@ pub trait ReconcilePlugin: Send + Sync {
         req: &'a ReconcileRequest,
         limits: &'a CallLimits,
     ) -> BoxFuture<'a, Result<ReconcileResponse, PluginError>>;
+    /// One `customize` call: the related objects this parent asks for.
+    /// `Ok(None)` (the default) when the plugin does not export `customize`:
+    /// the controller's related rules apply unnarrowed.
+    fn customize<'a>(
+        &'a self,
+        _req: &'a CustomizeRequest,
+        _limits: &'a CallLimits,
+    ) -> BoxFuture<'a, Result<Option<Vec<RelatedSelector>>, PluginError>> {
+        Box::pin(async { Ok(None) })
+    }
 }
 
 /// Turns component bytes into a callable plugin.

@@ -156,6 +156,7 @@ fn forget(ctl: &Controller, key: &ObjectKey) {
     ctl.set_health(key, None);
     ctl.forget_status(key);
     ctl.status_accepted(key);
+    ctl.selections.forget(key);
 }
 
 fn parent_api(ctl: &Controller, key: &ObjectKey) -> Api<DynamicObject> {
@@ -225,12 +226,25 @@ async fn pass(
         write_status(ctl, key, &api, &parent, status).await?;
         return Ok(Some(wait));
     }
-    let observed = decide::observe(&ctl.target, parent, ctl.as_ref());
-    let req = decide::request(&ctl.target, &observed, &now_rfc3339());
-    ctl.count_call();
+    let mut observed = decide::observe(&ctl.target, parent, ctl.as_ref());
     let plugin = ctl.plugin();
     let started = std::time::Instant::now();
-    let result = plugin.reconcile(&req, &ctl.target.limits).await;
+    // Per-parent related objects: the plugin's `customize` answer (cached)
+    // narrows the related rules; a failed or invalid answer fails this pass
+    // like a failed reconcile call would.
+    let selection = ctl
+        .selections
+        .select(&ctl.target, key, &observed.parent, plugin.as_ref())
+        .await;
+    let result = match selection {
+        Ok(selection) => {
+            selection.narrow(&ctl.target, &mut observed);
+            let req = decide::request(&ctl.target, &observed, &now_rfc3339());
+            ctl.count_call();
+            plugin.reconcile(&req, &ctl.target.limits).await
+        }
+        Err(e) => Err(e),
+    };
     let took = started.elapsed();
     drop(plugin);
     let decision = decide::decide(&ctl.target, &observed, ctl.as_ref(), &result);
@@ -357,8 +371,9 @@ async fn execute_answer(
     let uid = parent.metadata.uid.clone().unwrap_or_default();
     let on = regarding(ctl, parent);
     let mut problems: Vec<ChildProblem> = Vec::new();
+    let adopt = crate::adopt::AdoptPolicy::of(ctl.target.adoption, parent);
     for step in &a.children {
-        if let Err(p) = apply_child(ctl, step, &uid, &on).await {
+        if let Err(p) = apply_child(ctl, step, &uid, &on, &adopt).await {
             problems.push(p);
         }
     }
@@ -446,6 +461,7 @@ async fn apply_child(
     step: &ChildStep,
     parent_uid: &str,
     on: &Regarding,
+    adopt: &crate::adopt::AdoptPolicy,
 ) -> Result<(), ChildProblem> {
     let api = child_api(ctl, step.kind, step.namespace.as_deref());
     let method = ctl.target.children[step.kind].method;
@@ -471,9 +487,18 @@ async fn apply_child(
             ChildAction::Create => match create_child(ctl, &api, step, on).await? {
                 None => return Ok(()),
                 Some(fresh) => {
-                    action = apply::decide(&step.object, Some(&fresh), parent_uid, method);
+                    action = apply::decide_adopting(
+                        &step.object,
+                        Some(&fresh),
+                        parent_uid,
+                        method,
+                        Some(adopt),
+                    );
                 }
             },
+            ChildAction::Adopt | ChildAction::TakeOver => {
+                return adopt_child(ctl, &api, step, on, &action).await;
+            }
             ChildAction::Apply => return update_child(ctl, &api, step, on).await,
             ChildAction::Recreate { uid } => return recreate_child(&api, step, uid, ctl, on).await,
         }
@@ -543,6 +568,38 @@ async fn update_child(
             );
             Ok(())
         }
+        Err(e) => Err(child_api_problem(label, &e)),
+    }
+}
+
+/// Adopts an orphan or takes over a child with Metacontroller's leftovers
+/// ([`crate::adopt::take_over`]).
+async fn adopt_child(
+    ctl: &Controller,
+    api: &Api<DynamicObject>,
+    step: &ChildStep,
+    on: &Regarding,
+    action: &ChildAction,
+) -> Result<(), ChildProblem> {
+    let label = &step.label;
+    let (reason, what) = match action {
+        ChildAction::Adopt => ("ChildAdopted", "adopted"),
+        _ => ("ChildTakenOver", "took over"),
+    };
+    tracing::info!(action = reason, child = %label, "taking over child");
+    match crate::adopt::take_over(api, &step.name, &step.object, &ctl.target.field_manager).await {
+        Ok(_) => {
+            ctl.events
+                .record(on, EventKind::Normal, reason, &format!("{what} {label}"));
+            Ok(())
+        }
+        Err(e) if matches!(classify(&e), ApiErrorClass::Conflict) => Err(ChildProblem {
+            problem: Problem {
+                reason: "ApplyFailed",
+                message: format!("adopting {label}: it changed meanwhile"),
+            },
+            retry: Some(Fail::Conflict),
+        }),
         Err(e) => Err(child_api_problem(label, &e)),
     }
 }

@@ -90,6 +90,8 @@ pub struct Target {
     /// `spec.statusMode`: merge the plugin's status into the stored one, or
     /// replace it (the host's conditions and observedGeneration kept).
     pub status_mode: crate::status::StatusMode,
+    /// `spec.adoption`: whether orphans at a desired child's name are adopted.
+    pub adoption: crate::crd::Adoption,
 }
 
 impl Target {
@@ -200,6 +202,7 @@ impl Target {
         Ok(Target {
             status_schema,
             status_mode: spec.status_mode,
+            adoption: spec.adoption,
             name: name.to_string(),
             field_manager: format!("wasm-reconciler/{name}"),
             finalizer: finalize::finalizer_name(name),

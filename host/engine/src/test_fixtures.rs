@@ -55,6 +55,7 @@ pub fn target(method: UpdateMethod, finalize: bool) -> Target {
         resync: None,
         status_schema: SchemaCheck::BuiltIn,
         status_mode: crate::status::StatusMode::Merge,
+        adoption: crate::crd::Adoption::Never,
     }
 }
 

@@ -52,6 +52,14 @@ impl ReconcilePlugin for WasmPlugin {
     ) -> BoxFuture<'a, Result<ReconcileResponse, PluginError>> {
         Box::pin(async move { self.0.reconcile(req, limits).await.map_err(map_error) })
     }
+
+    fn customize<'a>(
+        &'a self,
+        req: &'a wr_runtime::CustomizeRequest,
+        limits: &'a CallLimits,
+    ) -> BoxFuture<'a, Result<Option<Vec<wr_runtime::RelatedSelector>>, PluginError>> {
+        Box::pin(async move { self.0.customize(req, limits).await.map_err(map_error) })
+    }
 }
 
 /// Maps the runtime's error onto the engine's: the same three classes, the

@@ -4,9 +4,10 @@
 //!
 //! Parent spec: `{ "team": "web" }`. The WasmController declares a related
 //! rule named `team-configs` for ConfigMaps; `customize` narrows it to the
-//! ones labelled `team=<spec.team>` (the engine's use of the selectors is
-//! later work: until then the host hands over the whole rule, and
-//! `reconcile` filters by the label itself, so the answer is the same).
+//! ones labelled `team=<spec.team>`. The host hands each parent only what it
+//! asked for, so `reconcile` takes the group as it comes (and reports the
+//! names it got in `status.sources`, which is how the end-to-end test sees
+//! what each parent received: `tests/tests/engine_related.rs`).
 
 use std::collections::BTreeMap;
 
@@ -35,13 +36,6 @@ impl Reconciler for TeamConfig {
         let mut data = BTreeMap::new();
         let mut sources = Vec::new();
         for cm in req.related(RULE) {
-            let labels = cm.pointer("/metadata/labels").and_then(Value::as_object);
-            let team = labels
-                .and_then(|l| l.get(TEAM_LABEL))
-                .and_then(Value::as_str);
-            if team != Some(spec.team.as_str()) {
-                continue;
-            }
             sources.push(cm.name().unwrap_or_default().to_string());
             if let Some(entries) = cm.get("data").and_then(Value::as_object) {
                 for (k, v) in entries {
@@ -93,14 +87,23 @@ mod tests {
     }
 
     #[test]
-    fn reconcile_merges_only_its_team() {
+    fn reconcile_merges_what_its_rule_hands_it() {
         let mut req = Request::new(parent("web"));
-        req.related = vec![Related {
-            name: RULE.into(),
-            objects: vec![cm("a", "web", "x"), cm("b", "db", "y")],
-        }];
+        req.related = vec![
+            Related {
+                name: RULE.into(),
+                objects: vec![cm("b", "web", "y"), cm("a", "web", "x")],
+            },
+            Related {
+                name: "other".into(),
+                objects: vec![cm("o", "web", "z")],
+            },
+        ];
         let resp = TeamConfig::reconcile(&req).unwrap();
-        assert_eq!(resp.children[0]["data"], json!({"x": "a"}));
-        assert_eq!(resp.status, Some(json!({"team": "web", "sources": ["a"]})));
+        assert_eq!(resp.children[0]["data"], json!({"x": "a", "y": "b"}));
+        assert_eq!(
+            resp.status,
+            Some(json!({"team": "web", "sources": ["a", "b"]}))
+        );
     }
 }

@@ -182,6 +182,7 @@ pub(crate) async fn start(
         observer: settings.observer.clone(),
         status_rejections: Mutex::default(),
         nudge: settings.nudge.clone(),
+        selections: Default::default(),
         target,
     });
     let subs = subscribe(&ctl);
@@ -353,8 +354,13 @@ fn subscribe(ctl: &Arc<Controller>) -> Vec<Subscription> {
                 (RelatedScope::Namespace, _, true) => Vec::new(),
                 _ => c.parent_cache.keys_in_namespace(None),
             };
+            // Only the parents whose `customize` selection takes the object
+            // (crate::related); every parent in scope without one.
+            let objs: Vec<&DynamicObject> = [ch.old, ch.new].into_iter().flatten().collect();
             for key in parents {
-                c.queue.add(key);
+                if c.selections.may_want(&c.target, &key, i, &objs) {
+                    c.queue.add(key);
+                }
             }
         }));
     }

@@ -77,6 +77,8 @@ pub(crate) struct Controller {
     /// Asks the manager to sync this controller's WasmController soon (to
     /// report something new on it).
     pub nudge: Option<Nudge>,
+    /// Per parent: its cached `customize` answer ([`crate::related`]).
+    pub selections: crate::related::Selections,
 }
 
 impl Source for Controller {
@@ -263,5 +265,16 @@ impl ReconcilePlugin for Epoch {
         Result<wr_runtime::ReconcileResponse, crate::plugin::PluginError>,
     > {
         self.plugin.reconcile(req, limits)
+    }
+
+    fn customize<'a>(
+        &'a self,
+        req: &'a wr_runtime::CustomizeRequest,
+        limits: &'a wr_runtime::CallLimits,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<Option<Vec<wr_runtime::RelatedSelector>>, crate::plugin::PluginError>,
+    > {
+        self.plugin.customize(req, limits)
     }
 }

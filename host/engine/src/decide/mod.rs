@@ -492,6 +492,7 @@ fn child_steps(
     desired: &[DesiredChild],
 ) -> Vec<ChildStep> {
     let uid = parent.metadata.uid.clone().unwrap_or_default();
+    let adopt = crate::adopt::AdoptPolicy::of(target.adoption, parent);
     let owner = OwnerRef {
         api_version: target.parent.ar.api_version.clone(),
         kind: target.parent.ar.kind.clone(),
@@ -511,7 +512,7 @@ fn child_steps(
             let object = apply::desired_object(&d.object, &owner);
             ChildStep {
                 kind: d.kind_index,
-                action: apply::decide(&object, existing, &uid, kind.method),
+                action: apply::decide_adopting(&object, existing, &uid, kind.method, Some(&adopt)),
                 existing_uid: existing.and_then(|e| e.metadata.uid.clone()),
                 label: apply::child_label(&kind.resolved.ar.kind, d.namespace.as_deref(), &d.name),
                 namespace: d.namespace.clone(),

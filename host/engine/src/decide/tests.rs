@@ -228,6 +228,46 @@ fn rule04_objects_this_parent_does_not_control_are_never_taken_over() {
     assert!(!s.healthy);
 }
 
+/// Rule 4's opt-in exception: with `spec.adoption: Orphans` an orphan is
+/// adopted; another controller's object still is not; a child of this
+/// parent still carrying Metacontroller's annotation is taken over.
+#[test]
+fn rule04_adoption_takes_orphans_only_when_asked() {
+    let mut t = target(UpdateMethod::InPlace, false);
+    t.adoption = crate::crd::Adoption::Orphans;
+    let mut orphan = existing(&cm("orphan", "1"), UID, "u-o");
+    orphan.metadata.owner_references = None;
+    let mut leftover = existing(&cm("mc", "1"), UID, "u-m");
+    leftover
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(crate::adopt::METACONTROLLER_ANNOTATION.into(), "{}".into());
+    let src = snap(vec![
+        existing(&cm("taken", "1"), "other-uid", "u-t"),
+        orphan,
+        leftover,
+    ]);
+    let a = answered(run(
+        &t,
+        parent(false, false),
+        &src,
+        Ok(answer(vec![
+            cm("taken", "1"),
+            cm("orphan", "1"),
+            cm("mc", "1"),
+        ])),
+    ));
+    let actions: Vec<&ChildAction> = a.children.iter().map(|s| &s.action).collect();
+    assert!(
+        matches!(actions[0], ChildAction::Collision(_)),
+        "{actions:?}"
+    );
+    assert_eq!(actions[1], &ChildAction::Adopt);
+    assert_eq!(actions[2], &ChildAction::TakeOver);
+    assert_eq!(a.known_problems().len(), 1);
+}
+
 #[test]
 fn rule05_a_child_is_written_only_when_it_differs_and_as_its_strategy_says() {
     let mut going = existing(&cm("a", "1"), UID, "u-a");

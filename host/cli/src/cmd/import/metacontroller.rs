@@ -16,8 +16,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::{Map, Value, json};
 use wr_engine::crd::{
-    ChildResource, ConfigMapSource, Limits, PluginSource, ResourceRef, StatusMode, UpdateMethod,
-    UpdateStrategy, WasmController, WasmControllerSpec,
+    Adoption, ChildResource, ConfigMapSource, Limits, PluginSource, ResourceRef, StatusMode,
+    UpdateMethod, UpdateStrategy, WasmController, WasmControllerSpec,
 };
 
 use super::go_duration;
@@ -178,6 +178,9 @@ impl<'a> Converter<'a> {
             }),
             // Metacontroller replaces the parent's status with the hook's.
             status_mode: StatusMode::Replace,
+            // Metacontroller adopts orphans that match the parent's selector;
+            // adoption also removes its leftovers from the children.
+            adoption: Adoption::Orphans,
         };
         spec.validate()
             .context("the converted WasmController is invalid")?;
@@ -332,9 +335,10 @@ impl<'a> Converter<'a> {
         if value != Some(Value::Bool(true)) {
             self.skip(
                 "spec.generateSelector",
-                "not true: Metacontroller claims children by the parent's spec.selector and adopts \
-                 orphans that match it; the host claims children by controller owner reference \
-                 only and does not adopt",
+                "not true: Metacontroller claims every object matching the parent's \
+                 spec.selector; the host (adoption: Orphans) adopts an orphan only at a name the \
+                 plugin asks for, when its labels match spec.selector, and otherwise tracks \
+                 children by controller owner reference",
             );
         }
     }
@@ -362,9 +366,9 @@ impl<'a> Converter<'a> {
         if take(&mut hooks, "customize").is_some_and(|v| !v.is_null()) {
             self.skip(
                 "spec.hooks.customize",
-                "per-parent related objects are not in this host yet: declare what the hook asks \
-                 for as spec.related rules (all objects of a kind, a fixed label selector or \
-                 names); the wrapper hands them to the hook in `related`",
+                "a webhook is not called: declare the related kinds as spec.related rules and \
+                 export `customize` from the plugin (contract 0.2.0), which narrows them per \
+                 parent by label selector or names",
             );
         }
         for per_child in ["preUpdateChild", "postUpdateChild"] {
@@ -530,6 +534,7 @@ mod tests {
         );
         assert!(fields(&i).is_empty(), "{:?}", i.unmappable);
         assert_eq!(i.controller.spec.status_mode, StatusMode::Replace);
+        assert_eq!(i.controller.spec.adoption, Adoption::Orphans);
     }
 
     #[test]
