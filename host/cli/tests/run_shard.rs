@@ -16,7 +16,7 @@
 mod request_log;
 mod run_common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use anyhow::{Context, Result, ensure};
@@ -24,6 +24,7 @@ use request_log::*;
 use run_common::*;
 use serde_json::Value;
 use wr_apiserver::RequestRecord;
+use wr_tests::shard_log;
 
 const GROUP: &str = "wr";
 const PARENTS: usize = 200;
@@ -157,7 +158,7 @@ fn replicas_share_parents_and_never_write_one_at_the_same_time() -> Result<()> {
     );
 
     let log = requests_of(&cluster.log)?;
-    let stats = handovers_are_clean(&log, GROUP)?;
+    let stats = shard_log::handovers_are_clean(&log, GROUP, parent_of)?;
     ensure!(
         ["run-a", "run-b", "run-c", "run-d"]
             .iter()
@@ -176,145 +177,7 @@ fn replicas_share_parents_and_never_write_one_at_the_same_time() -> Result<()> {
     Ok(())
 }
 
-/// The process (`POD_NAME`, the identity's prefix) that made a request.
-fn process_of(r: &RequestRecord) -> Option<&str> {
-    host_identity(r)?.split('_').next()
-}
-
-/// The parent a write belongs to: the parent itself, or a child named after
-/// it (`NAME`, `NAME-content`). Events are left out: they are written by
-/// detached tasks after the reconcile.
-fn parent_of(r: &RequestRecord) -> Option<&str> {
-    if !r.is_write()
-        || !matches!(
-            r.resource.as_str(),
-            "staticsites" | "deployments" | "services" | "configmaps"
-        )
-    {
-        return None;
-    }
-    r.name.as_deref()?.split('-').next()
-}
-
-#[derive(Debug, Default)]
-struct Handovers {
-    writes: BTreeMap<String, usize>,
-    switches: usize,
-    parents_moved: usize,
-    maps: usize,
-}
-
-/// The invariant "never two owners", on the request log: per parent, when
-/// the writer changes from A (last write at i) to B (first write at j),
-/// - a new shard map was written since the parent's previous writer change,
-///   and
-/// - A acknowledged after i (a write to its member Lease in (i, j)) or was
-///   dead by j (no request of A after j).
-fn handovers_are_clean(log: &[RequestRecord], group: &str) -> Result<Handovers> {
-    let map_name = format!("{group}-shards");
-    let member_prefix = format!("{group}-member-");
-    let ok = |r: &RequestRecord| (200..300).contains(&r.code);
-    let maps: Vec<usize> = log
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| {
-            r.resource == "leases" && r.is_write() && ok(r) && r.name.as_deref() == Some(&map_name)
-        })
-        .map(|(i, _)| i)
-        .collect();
-    let mut member_writes: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    let mut last_request: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut per_parent: BTreeMap<&str, Vec<(usize, &str)>> = BTreeMap::new();
-    let mut out = Handovers {
-        maps: maps.len(),
-        ..Handovers::default()
-    };
-    for (i, r) in log.iter().enumerate() {
-        let Some(p) = process_of(r) else { continue };
-        last_request.insert(p, i);
-        if r.resource == "leases"
-            && r.is_write()
-            && ok(r)
-            && r.name.as_deref().is_some_and(|n| n.starts_with(&member_prefix))
-        {
-            member_writes.entry(p).or_default().push(i);
-        }
-        if let Some(parent) = parent_of(r) {
-            per_parent.entry(parent).or_default().push((i, p));
-            *out.writes.entry(p.to_string()).or_default() += 1;
-        }
-    }
-    for (parent, writes) in &per_parent {
-        let mut since = 0;
-        let mut moved = false;
-        for w in writes.windows(2) {
-            let ((i, a), (j, b)) = (w[0], w[1]);
-            if a == b {
-                continue;
-            }
-            moved = true;
-            out.switches += 1;
-            ensure!(
-                maps.iter().any(|m| (since..j).contains(m)),
-                "{parent}: {b} took over from {a} at #{j} with no new shard map since #{since}: {}",
-                describe(&log[j])
-            );
-            let acked = member_writes
-                .get(a)
-                .is_some_and(|ws| ws.iter().any(|x| (i + 1..j).contains(x)));
-            let dead = last_request.get(a).is_some_and(|l| *l < j);
-            ensure!(
-                acked || dead,
-                "{parent}: {b} wrote at #{j} while {a} (last write #{i}) neither acknowledged nor died: {}",
-                describe(&log[j])
-            );
-            since = j;
-        }
-        out.parents_moved += usize::from(moved);
-    }
-    Ok(out)
-}
-
-/// The log check itself, on made-up logs: it must catch a takeover without
-/// a new map, and one where the previous writer neither acknowledged nor
-/// died.
-#[test]
-fn the_handover_check_catches_two_writers() {
-    let rec = |who: &str, verb: &str, resource: &str, name: &str| RequestRecord {
-        verb: verb.into(),
-        group: String::new(),
-        version: "v1".into(),
-        resource: resource.into(),
-        subresource: None,
-        namespace: Some("default".into()),
-        name: Some(name.into()),
-        code: 200,
-        field_manager: None,
-        patch_type: None,
-        dry_run: false,
-        user_agent: Some(format!("wasm-reconciler/0.1.0 (run; {who}_0123)")),
-        fault: None,
-    };
-    let good = vec![
-        rec("a", "patch", "configmaps", "s001-content"),
-        rec("a", "update", "leases", "g-shards"),
-        rec("a", "patch", "staticsites", "s001"),
-        rec("a", "update", "leases", "g-member-a-1"),
-        rec("b", "patch", "deployments", "s001"),
-        rec("b", "patch", "staticsites", "s001"),
-    ];
-    let stats = handovers_are_clean(&good, "g").unwrap();
-    assert_eq!((stats.switches, stats.parents_moved), (1, 1));
-    let mut no_ack = good.clone();
-    no_ack.remove(3);
-    no_ack.push(rec("a", "get", "leases", "g-shards"));
-    assert!(handovers_are_clean(&no_ack, "g").is_err());
-    let mut no_map = good.clone();
-    no_map.remove(1);
-    assert!(handovers_are_clean(&no_map, "g").is_err());
-    let mut back_and_forth = good;
-    back_and_forth.push(rec("a", "update", "leases", "g-member-a-1"));
-    back_and_forth.push(rec("b", "update", "leases", "g-member-b-1"));
-    back_and_forth.push(rec("a", "patch", "staticsites", "s001"));
-    assert!(handovers_are_clean(&back_and_forth, "g").is_err());
+/// A parent's own writes and its children's (`NAME`, `NAME-content`).
+fn parent_of(r: &RequestRecord) -> Option<String> {
+    shard_log::parent_by_name_prefix(r, &["staticsites", "deployments", "services", "configmaps"])
 }
