@@ -5,6 +5,6 @@ pub mod cluster;
 pub mod languages;
 pub mod plugins;
 pub mod real_cluster;
-pub mod shard_log;
 pub mod reload;
+pub mod shard_log;
 pub mod target;

@@ -234,6 +234,9 @@ mod tests {
     fn a_dead_writer_needs_no_acknowledgement() {
         let mut log = good();
         log.remove(3);
-        assert!(check(&log).is_ok(), "a made no request after b's first write");
+        assert!(
+            check(&log).is_ok(),
+            "a made no request after b's first write"
+        );
     }
 }

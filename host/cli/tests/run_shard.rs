@@ -150,7 +150,15 @@ fn replicas_share_parents_and_never_write_one_at_the_same_time() -> Result<()> {
 
     let map = kubectl(
         &kc,
-        &["-n", &test_ns(), "get", "lease", &format!("{GROUP}-shards"), "-o", "yaml"],
+        &[
+            "-n",
+            &test_ns(),
+            "get",
+            "lease",
+            &format!("{GROUP}-shards"),
+            "-o",
+            "yaml",
+        ],
     )?;
     ensure!(
         map.contains("wasm-reconciler.dev/shard-last-change") && map.contains("joined ["),
@@ -160,9 +168,12 @@ fn replicas_share_parents_and_never_write_one_at_the_same_time() -> Result<()> {
     let log = requests_of(&cluster.log)?;
     let stats = shard_log::handovers_are_clean(&log, GROUP, parent_of)?;
     ensure!(
-        ["run-a", "run-b", "run-c", "run-d"]
-            .iter()
-            .all(|p| stats.writes.get(*p).copied().unwrap_or(0) > 0),
+        ["run-a", "run-b", "run-c", "run-d"].iter().all(|p| stats
+            .writes
+            .get(*p)
+            .copied()
+            .unwrap_or(0)
+            > 0),
         "every replica must have written parents: {:?}",
         stats.writes
     );

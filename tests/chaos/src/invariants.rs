@@ -57,7 +57,10 @@ pub fn never_two_owners(log: &[wr_apiserver::RequestRecord], group: &str) -> Che
         "no parent is written by a second host before a new shard map and the first host's acknowledgement (or death)",
     );
     let h = wr_tests::shard_log::handovers(log, group, |r| {
-        wr_tests::shard_log::parent_by_name_prefix(r, &["chaosparents", "hostileparents", "configmaps"])
+        wr_tests::shard_log::parent_by_name_prefix(
+            r,
+            &["chaosparents", "hostileparents", "configmaps"],
+        )
     });
     c.checked = h.switches;
     for v in h.violations {

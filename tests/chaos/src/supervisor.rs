@@ -143,7 +143,8 @@ pub async fn run(
             if slot.host.is_none() && slot.restart_at.is_some_and(|t| t <= now) {
                 let index = state.lock().await.incarnations.len();
                 match procs::start_host(&cfg.bin, &cfg.kubeconfig, &cfg.dir, i, index, cfg.shard)
-                    .await {
+                    .await
+                {
                     Ok(h) => {
                         let mut s = state.lock().await;
                         s.incarnations.push(Incarnation {

@@ -103,10 +103,7 @@ impl ShardGate {
     /// Reconciles in flight on keys the current view does not own.
     pub fn lost_in_flight(&self) -> usize {
         let st = self.shared.lock();
-        st.in_flight
-            .keys()
-            .filter(|k| !st.view.owns(k))
-            .count()
+        st.in_flight.keys().filter(|k| !st.view.owns(k)).count()
     }
 
     /// Resolves once no reconcile of a key the current view does not own is
@@ -173,7 +170,11 @@ pub async fn follow(
             let waiting = gate.lost_in_flight();
             gate.drained().await;
             ack.acknowledge(n);
-            tracing::info!(epoch = n, waited_for = waiting, "drained; acknowledged the shard map");
+            tracing::info!(
+                epoch = n,
+                waited_for = waiting,
+                "drained; acknowledged the shard map"
+            );
         }
         if view.settled && !was_settled {
             was_settled = true;

@@ -70,11 +70,7 @@ pub(super) async fn serve(args: RunArgs, group: String) -> anyhow::Result<ExitCo
     tracing::info!(group = %group, identity = %identity, lease = %lease.name, "joining the shard group");
     let election =
         LeaderElection::start(client.clone(), lease).context("starting leader election")?;
-    let coordinating = tokio::spawn(coordinate(
-        client.clone(),
-        shard.clone(),
-        election.state(),
-    ));
+    let coordinating = tokio::spawn(coordinate(client.clone(), shard.clone(), election.state()));
 
     let (synced_tx, synced_rx) = watch::channel(false);
     let health_stop = CancellationToken::new();
