@@ -128,6 +128,18 @@ fn replicas_share_parents_and_never_write_one_at_the_same_time() -> Result<()> {
     // Join: run-c takes its share; an edit lands on all three.
     let (_c, c_url) = run(&kc, "run-c", SHARD)?;
     shares(&[&a_url, &b_url, &c_url])?;
+    ensure!(
+        sample(&c_url, "wasm_reconciler_shard_members") == Some(3.0),
+        "run-c does not see three members"
+    );
+    ensure!(
+        sample(
+            &a_url,
+            "wasm_reconciler_shard_handover_duration_seconds_count"
+        )
+        .is_some_and(|n| n >= 2.0),
+        "run-a recorded fewer than two handovers (its first map, run-c's join)"
+    );
     apply_parents(&kc, dir.path(), 2)?;
     converge(&kc, 2, "the edit converged by three replicas")?;
 
