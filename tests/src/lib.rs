@@ -6,4 +6,5 @@ pub mod languages;
 pub mod plugins;
 pub mod real_cluster;
 pub mod reload;
+pub mod shard_log;
 pub mod target;

@@ -7,6 +7,7 @@
 //! the finalizer `wasm-reconciler.dev/<controller-name>` on parents when its spec
 //! says `finalize: true`.
 
+pub mod admission;
 pub mod adopt;
 pub mod apply;
 pub mod backoff;

@@ -61,6 +61,9 @@ pub struct ManagerOptions {
     /// ([`crate::loads`]); at least 2, so a large component never holds the
     /// last slot.
     pub parallel_loads: usize,
+    /// Which parents (and WasmControllers, for the manager's own writes) this
+    /// process works on ([`crate::admission`]); `None`: all of them.
+    pub admission: Option<Arc<dyn crate::admission::Admission>>,
 }
 
 impl Default for ManagerOptions {
@@ -71,6 +74,7 @@ impl Default for ManagerOptions {
             plugin_poll: Duration::from_secs(5),
             observer: None,
             parallel_loads: crate::loads::default_parallel_loads(),
+            admission: None,
         }
     }
 }
@@ -140,6 +144,27 @@ impl ManagerHandle {
         self.inner.running.lock().await.keys().cloned().collect()
     }
 
+    /// Enqueues every parent of every running controller (a sharded replica
+    /// that gained parents; keys it does not own are dropped by admission).
+    pub async fn requeue_all(&self) {
+        for r in self.inner.running.lock().await.values() {
+            for k in r.handle.ctl.parent_cache.keys() {
+                r.handle.ctl.queue.add(k);
+            }
+        }
+    }
+
+    /// Keys of the parents of every running controller, per controller.
+    pub async fn parent_keys(&self) -> Vec<(String, Vec<ObjectKey>)> {
+        self.inner
+            .running
+            .lock()
+            .await
+            .iter()
+            .map(|(n, r)| (n.clone(), r.handle.ctl.parent_cache.keys()))
+            .collect()
+    }
+
     /// Number of live shared caches (one watch each).
     pub fn live_caches(&self) -> usize {
         self.inner.caches.live()
@@ -201,7 +226,20 @@ impl Manager {
                 }
                 while let Some(key) = queue.next().await {
                     let wc = cache.get(&key);
-                    let outcome = sync_controller(&inner, &queue, &key, wc.as_deref()).await;
+                    // Every replica runs every controller; only the
+                    // WasmController's owner writes it (crate::admission).
+                    let ticket = inner
+                        .opts
+                        .admission
+                        .as_ref()
+                        .map(|a| a.enter(crate::admission::MANAGER_SCOPE, &key));
+                    let writes = !matches!(ticket, Some(None));
+                    let outcome = crate::admission::with_wasmcontroller_writes(
+                        writes,
+                        sync_controller(&inner, &queue, &key, wc.as_deref()),
+                    )
+                    .await;
+                    drop(ticket);
                     queue.done(&key, outcome);
                 }
             })
@@ -250,7 +288,7 @@ async fn sync_controller(
     if wc.metadata.deletion_timestamp.is_some() {
         return sync_deleted(inner, &name, &wc, obj).await;
     }
-    if !has(&wc, CLEANUP_FINALIZER) {
+    if !has(&wc, CLEANUP_FINALIZER) && crate::admission::writes_wasmcontroller() {
         let wc_api: Api<DynamicObject> = Api::all_with(inner.client.clone(), &inner.wc_ar);
         if let Err(e) = finalize::add(&wc_api, obj, CLEANUP_FINALIZER, MANAGER_FIELD_MANAGER).await
         {
@@ -433,6 +471,7 @@ async fn sync_controller(
                 backoff: inner.opts.backoff,
                 observer: inner.opts.observer.clone(),
                 nudge: Some(nudge),
+                admission: inner.opts.admission.clone(),
             };
             match controller::start(
                 &inner.client,
@@ -527,6 +566,12 @@ async fn sync_deleted(
     stop(inner, name).await;
     if !has(wc, CLEANUP_FINALIZER) {
         return Outcome::Forget;
+    }
+    if !crate::admission::writes_wasmcontroller() {
+        // Another replica's to release; look again in case it goes away.
+        return Outcome::Success {
+            next: Some(inner.opts.plugin_poll),
+        };
     }
     if let Err(e) = release_parents(inner, name, &wc.spec).await {
         tracing::warn!(controller = %name, error = %e, "releasing parents failed; retrying");
@@ -1186,7 +1231,7 @@ async fn write_wc_status(
     wc: &WasmController,
     status: WasmControllerStatus,
 ) {
-    if wc.status.as_ref() == Some(&status) {
+    if wc.status.as_ref() == Some(&status) || !crate::admission::writes_wasmcontroller() {
         return;
     }
     let name = wc.metadata.name.clone().unwrap_or_default();

@@ -28,6 +28,9 @@ pub enum Profile {
     Short,
     /// The issue's long run: 10 minutes, 2,000 parents, 10 % faults, a kill every 20 s.
     Long,
+    /// Scale out (issue 19): the short run with three `--shard-group` hosts
+    /// (kills hit any host) and the "never two owners" check on the request log.
+    Sharded,
 }
 
 /// Chaos and crash-restart suite: runs the real `wasm-reconciler` binary
@@ -79,6 +82,10 @@ pub struct Args {
     /// Parents of the hostile controller (0: no hostile controller).
     #[arg(long)]
     pub hostile_parents: Option<usize>,
+    /// Run the hosts as one shard group (`run --shard-group chaos`) instead of
+    /// leader election; adds the "never two owners" check.
+    #[arg(long)]
+    pub shard: bool,
     /// Do not swap the plugin version mid-run.
     #[arg(long)]
     pub no_swap: bool,
@@ -110,6 +117,8 @@ pub struct Settings {
     pub hostile_parents: usize,
     pub swap: bool,
     pub converge_timeout_secs: u64,
+    /// Hosts form a shard group rather than electing one leader.
+    pub shard: bool,
 }
 
 impl Args {
@@ -118,6 +127,7 @@ impl Args {
         let d = match self.profile {
             Some(Profile::Short) => (250, 75.0, Some(SHORT_SEED), 0.1, 8.0, 15.0, 2, 10, 12, 90),
             Some(Profile::Long) => (2000, 600.0, None, 0.1, 15.0, 20.0, 2, 10, 40, 600),
+            Some(Profile::Sharded) => (250, 75.0, Some(SHORT_SEED), 0.1, 8.0, 15.0, 3, 10, 12, 120),
             None => (500, 120.0, None, 0.1, 10.0, 20.0, 2, 10, 20, 300),
         };
         let seed = self.seed.or(d.2).unwrap_or_else(rand::random);
@@ -150,6 +160,7 @@ impl Args {
             hostile_parents: self.hostile_parents.unwrap_or(d.8),
             swap: !self.no_swap,
             converge_timeout_secs: self.converge_timeout.unwrap_or(d.9),
+            shard: self.shard || self.profile == Some(Profile::Sharded),
         };
         if !(0.0..=1.0).contains(&s.fault_rate) {
             bail!("--fault-rate must be in [0, 1]");
@@ -262,6 +273,15 @@ mod tests {
             .settings()
             .unwrap();
         assert_eq!((s.parents, s.seed), (500, 3));
+    }
+
+    #[test]
+    fn the_sharded_profile_runs_three_sharded_hosts() {
+        let s = Args::parse_from(["chaos", "--profile", "sharded"])
+            .settings()
+            .unwrap();
+        assert!(s.shard && s.hosts == 3 && s.kill_every_secs > 0.0 && s.fault_rate > 0.0);
+        assert!(!Args::parse_from(["chaos"]).settings().unwrap().shard);
     }
 
     #[test]

@@ -90,6 +90,12 @@ async fn admin(client: &Client, method: &str, path: &str, body: Vec<u8>) -> Resu
         .with_context(|| format!("{method} /_wr/admin/{path}"))
 }
 
+/// The server's request log so far, in completion order.
+pub async fn requests(client: &Client) -> Result<Vec<wr_apiserver::RequestRecord>> {
+    let text = admin(client, "GET", "requests", Vec::new()).await?;
+    serde_json::from_str(&text).context("parsing the request log")
+}
+
 /// Replaces the server's fault spec.
 pub async fn set(client: &Client, spec: &FaultSpec) -> Result<()> {
     admin(client, "PUT", "faults", serde_json::to_vec(spec)?).await?;

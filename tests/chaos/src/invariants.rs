@@ -48,6 +48,27 @@ impl Check {
     }
 }
 
+/// "Never two owners" (sharded runs): no parent changed writer without a
+/// new shard map and the previous writer's acknowledgement or death
+/// ([`wr_tests::shard_log`]), judged on the API server's request log.
+pub fn never_two_owners(log: &[wr_apiserver::RequestRecord], group: &str) -> Check {
+    let mut c = Check::new(
+        "never-two-owners",
+        "no parent is written by a second host before a new shard map and the first host's acknowledgement (or death)",
+    );
+    let h = wr_tests::shard_log::handovers(log, group, |r| {
+        wr_tests::shard_log::parent_by_name_prefix(
+            r,
+            &["chaosparents", "hostileparents", "configmaps"],
+        )
+    });
+    c.checked = h.switches;
+    for v in h.violations {
+        c.fail(v);
+    }
+    c
+}
+
 /// What the checker needs to know about the run.
 pub struct Expect<'a> {
     /// Plugin version the children and status must carry.

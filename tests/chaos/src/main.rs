@@ -149,6 +149,7 @@ async fn run(args: Args) -> Result<bool> {
             kill_every_secs: s.kill_every_secs,
             seed: s.seed,
             t0: wall,
+            shard: s.shard,
         },
         client.clone(),
         state.clone(),
@@ -197,11 +198,17 @@ async fn run(args: Args) -> Result<bool> {
     let before = healthy_reconciles(&state).await;
     tokio::time::sleep(Duration::from_secs_f64(quiet_secs)).await;
     let after = healthy_reconciles(&state).await;
-    let stable = if converged_after.is_some() {
+    let mut stable = if converged_after.is_some() {
         check_once(&client, version).await?
     } else {
         checks.clone()
     };
+    if s.shard && !cluster.is_real() {
+        let log = faultplan::requests(&client)
+            .await
+            .context("reading the request log")?;
+        stable.push(invariants::never_two_owners(&log, procs::SHARD_GROUP));
+    }
 
     let st = state.lock().await;
     let rep = report::build(report::Inputs {

@@ -95,6 +95,9 @@ const LEASE_FLAGS: &[&str] = &[
     "--shutdown-timeout-seconds=5",
 ];
 
+/// Name of the shard group of `--shard` runs.
+pub const SHARD_GROUP: &str = "chaos";
+
 /// Starts a host; logs go to `dir/<name>.log` (level from `$CHAOS_HOST_LOG`, default warn).
 pub async fn start_host(
     bin: &Path,
@@ -102,6 +105,7 @@ pub async fn start_host(
     dir: &Path,
     slot: usize,
     index: usize,
+    shard: bool,
 ) -> Result<Host> {
     let name = format!("host{slot}-i{index}");
     let level = std::env::var("CHAOS_HOST_LOG").unwrap_or_else(|_| "warn".into());
@@ -117,6 +121,11 @@ pub async fn start_host(
         .arg("--cache-dir")
         .arg(dir.join(format!("cache-{slot}")))
         .args(LEASE_FLAGS)
+        .args(if shard {
+            &["--shard-group", SHARD_GROUP][..]
+        } else {
+            &[][..]
+        })
         .env("POD_NAME", &name)
         .env_remove("RUST_LOG")
         .stdout(Stdio::piped())

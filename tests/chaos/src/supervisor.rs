@@ -70,6 +70,8 @@ pub struct Config {
     pub kill_every_secs: f64,
     pub seed: u64,
     pub t0: Instant,
+    /// Hosts form a shard group: each works once its first map settled.
+    pub shard: bool,
 }
 
 struct Slot {
@@ -140,7 +142,9 @@ pub async fn run(
             }
             if slot.host.is_none() && slot.restart_at.is_some_and(|t| t <= now) {
                 let index = state.lock().await.incarnations.len();
-                match procs::start_host(&cfg.bin, &cfg.kubeconfig, &cfg.dir, i, index).await {
+                match procs::start_host(&cfg.bin, &cfg.kubeconfig, &cfg.dir, i, index, cfg.shard)
+                    .await
+                {
                     Ok(h) => {
                         let mut s = state.lock().await;
                         s.incarnations.push(Incarnation {
@@ -174,7 +178,13 @@ pub async fn run(
             };
             if let Ok(text) = text {
                 inc.metrics = promtext::parse(&text);
-                if promtext::sum(&inc.metrics, "wasm_reconciler_leader", &[]) >= 1.0 {
+                // A shard member "leads" (works) once a map it is in settled.
+                let working = if cfg.shard {
+                    "wasm_reconciler_shard_settled"
+                } else {
+                    "wasm_reconciler_leader"
+                };
+                if promtext::sum(&inc.metrics, working, &[]) >= 1.0 {
                     inc.led = true;
                 }
             }

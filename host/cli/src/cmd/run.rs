@@ -18,6 +18,7 @@
 //!   replicas apart.
 
 mod observer;
+mod sharded;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -91,6 +92,13 @@ pub struct RunArgs {
     /// `parents_finalizer_pending` counts parents deleting for longer than this.
     #[arg(long, default_value_t = 300)]
     pub finalizer_pending_seconds: u64,
+    /// Scale out: every replica started with the same group reconciles its
+    /// share of the parents (member Leases `<group>-member-*`, shard map
+    /// `<group>-shards`, coordinator Lease `<group>-coordinator`, all in the
+    /// Lease namespace; the lease timings above apply). Replaces
+    /// `--leader-elect`.
+    #[arg(long)]
+    pub shard_group: Option<String>,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -98,7 +106,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    let code = rt.block_on(serve(args));
+    let code = match args.shard_group.clone().filter(|g| !g.is_empty()) {
+        Some(group) => rt.block_on(sharded::serve(args, group)),
+        None => rt.block_on(serve(args)),
+    };
     // A plugin call stuck in a blocking thread must not hold the exit.
     rt.shutdown_timeout(Duration::from_secs(1));
     code

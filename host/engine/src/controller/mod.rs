@@ -49,6 +49,8 @@ pub struct ControllerSettings {
     pub observer: Option<Arc<dyn EngineObserver>>,
     /// Makes the manager sync this controller's WasmController.
     pub nudge: Option<Nudge>,
+    /// Which parents this process reconciles (sharding); `None`: all.
+    pub admission: Option<Arc<dyn crate::admission::Admission>>,
 }
 
 /// A started controller; stop it with [`ControllerHandle::stop`].
@@ -188,7 +190,7 @@ pub(crate) async fn start(
     let subs = subscribe(&ctl);
     let mut tasks = vec![tokio::spawn(enqueue_when_synced(ctl.clone()))];
     for _ in 0..ctl.target.concurrency {
-        tasks.push(tokio::spawn(work(ctl.clone())));
+        tasks.push(tokio::spawn(work(ctl.clone(), settings.admission.clone())));
     }
     if let Some(obs) = ctl.observer.clone() {
         tasks.push(tokio::spawn(sample(ctl.clone(), obs)));
@@ -208,7 +210,7 @@ async fn enqueue_when_synced(c: Arc<Controller>) {
 }
 
 /// One worker: reconciles keys from the queue until it closes.
-async fn work(c: Arc<Controller>) {
+async fn work(c: Arc<Controller>, admission: Option<Arc<dyn crate::admission::Admission>>) {
     // Workers wait for the first trigger; triggers only arrive after
     // [`enqueue_when_synced`] has seen every cache complete its first list, or
     // from watch events (which only flow once a cache is listing).
@@ -222,6 +224,18 @@ async fn work(c: Arc<Controller>) {
             );
             continue;
         }
+        // Sharding: a parent of another replica is dropped here, before any
+        // read or write; the ticket is held until the reconcile has finished.
+        let ticket = match &admission {
+            Some(a) => match a.enter(&c.target.name, &key) {
+                Some(t) => Some(t),
+                None => {
+                    c.queue.done(&key, crate::queue::Outcome::Forget);
+                    continue;
+                }
+            },
+            None => None,
+        };
         let started = std::time::Instant::now();
         let report = crate::reconcile::reconcile(&c, &key).await;
         crate::observe::finished(
@@ -231,6 +245,7 @@ async fn work(c: Arc<Controller>) {
             started.elapsed(),
         );
         c.queue.done(&key, report.outcome);
+        drop(ticket);
     }
 }
 

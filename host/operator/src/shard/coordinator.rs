@@ -101,6 +101,10 @@ impl Keeper {
             .get_or_insert_with(Default::default);
         annotations.insert(EPOCH_ANNOTATION.into(), next.number.to_string());
         annotations.insert(MEMBERS_ANNOTATION.into(), members);
+        annotations.insert(
+            super::CHANGE_ANNOTATION.into(),
+            change_summary(current.as_ref(), &next, &Timestamp::now().to_string()),
+        );
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         spec.holder_identity = Some(self.config.identity.clone());
         spec.renew_time = Some(MicroTime(Timestamp::now()));
@@ -157,5 +161,44 @@ impl Keeper {
         live.sort();
         live.dedup();
         Ok(live)
+    }
+}
+
+/// The readable line of [`super::CHANGE_ANNOTATION`]: which map replaced
+/// which, when, who joined and who left.
+fn change_summary(previous: Option<&Epoch>, next: &Epoch, at: &str) -> String {
+    let before: &[String] = previous.map_or(&[], |e| &e.members);
+    let joined: Vec<&str> = next
+        .members
+        .iter()
+        .filter(|m| !before.contains(m))
+        .map(String::as_str)
+        .collect();
+    let left: Vec<&str> = before
+        .iter()
+        .filter(|m| !next.members.contains(m))
+        .map(String::as_str)
+        .collect();
+    format!(
+        "map {} at {at}: {} members; joined [{}]; left [{}]",
+        next.number,
+        next.members.len(),
+        joined.join(", "),
+        left.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_change_summary_names_who_joined_and_who_left() {
+        let e = |n, m: &[&str]| Epoch {
+            number: n,
+            members: m.iter().map(|s| s.to_string()).collect(),
+        };
+        let s = change_summary(Some(&e(4, &["a", "b"])), &e(5, &["b", "c"]), "T");
+        assert_eq!(s, "map 5 at T: 2 members; joined [c]; left [a]");
     }
 }

@@ -24,7 +24,7 @@ use super::{
 /// like a crash: the Lease stays until it expires.
 pub struct Membership {
     view: watch::Receiver<ShardView>,
-    ack: watch::Sender<u64>,
+    ack: Acknowledger,
     stop: CancellationToken,
     task: JoinHandle<()>,
     api: Api<Lease>,
@@ -58,7 +58,7 @@ impl Membership {
         let task = tokio::spawn(member.run(stop.clone()));
         Ok(Membership {
             view,
-            ack,
+            ack: Acknowledger(std::sync::Arc::new(ack)),
             stop,
             task,
             api,
@@ -75,13 +75,13 @@ impl Membership {
     /// Every piece of work on keys that map `number` gives to others has
     /// stopped: publish the acknowledgement.
     pub fn acknowledge(&self, number: u64) {
-        self.ack.send_if_modified(|cur| {
-            let newer = number > *cur;
-            if newer {
-                *cur = number;
-            }
-            newer
-        });
+        self.ack.acknowledge(number);
+    }
+
+    /// A handle that acknowledges maps for this membership (the handover
+    /// task holds it while the membership itself stays with `run`).
+    pub fn acknowledger(&self) -> Acknowledger {
+        self.ack.clone()
     }
 
     /// Leaves gracefully: stops renewing and deletes the member Lease, so the
@@ -105,6 +105,24 @@ impl Membership {
     /// Stops without touching the Lease (what a crash does; tests).
     pub fn abort(self) {
         self.task.abort();
+    }
+}
+
+/// Publishes acknowledgements of one [`Membership`]; see
+/// [`Membership::acknowledge`].
+#[derive(Clone)]
+pub struct Acknowledger(std::sync::Arc<watch::Sender<u64>>);
+
+impl Acknowledger {
+    /// Acknowledges map `number` (ignored unless newer than the last one).
+    pub fn acknowledge(&self, number: u64) {
+        self.0.send_if_modified(|cur| {
+            let newer = number > *cur;
+            if newer {
+                *cur = number;
+            }
+            newer
+        });
     }
 }
 

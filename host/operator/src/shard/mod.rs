@@ -29,11 +29,15 @@
 
 pub mod assign;
 pub mod coordinator;
+pub mod gate;
 pub mod member;
+pub mod metrics;
 pub mod view;
 
 pub use coordinator::Coordinator;
-pub use member::Membership;
+pub use gate::{ShardGate, follow};
+pub use member::{Acknowledger, Membership};
+pub use metrics::ShardMetrics;
 pub use view::{Epoch, ShardView};
 
 use std::time::Duration;
@@ -46,6 +50,10 @@ pub const ACK_ANNOTATION: &str = "wasm-reconciler.dev/shard-ack";
 pub const EPOCH_ANNOTATION: &str = "wasm-reconciler.dev/shard-epoch";
 /// Annotation on the map Lease: its members, a JSON list of identities.
 pub const MEMBERS_ANNOTATION: &str = "wasm-reconciler.dev/shard-members";
+
+/// Annotation on the map Lease: a readable line about the last change
+/// (`kubectl get lease <group>-shards -o yaml`).
+pub const CHANGE_ANNOTATION: &str = "wasm-reconciler.dev/shard-last-change";
 
 /// Settings of one shard group; timings named and defaulted like leader election.
 #[derive(Debug, Clone, PartialEq, Eq)]

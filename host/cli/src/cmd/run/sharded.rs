@@ -1,0 +1,238 @@
+//! `wasm-reconciler run --shard-group NAME`: every replica reconciles, each
+//! only the parents the group's shard map gives it (issue 19;
+//! [`wr_operator::shard`]).
+//!
+//! Every replica watches every parent (one shared watch per kind, as
+//! unsharded) and the engine admits a parent only when this replica owns it
+//! ([`wr_operator::shard::ShardGate`]). Label-selector sharding (each replica
+//! watching `shard=N` only) was not chosen: it needs a writer that labels
+//! every parent and relabels ≈1/N of them on each membership change — writes
+//! to user objects, a label users can break, and a window where a parent is
+//! in no replica's watch. Shared-watch filtering writes nothing at rebalance;
+//! its cost is that every replica caches every parent.
+//!
+//! The elected leader (Lease `<group>-coordinator`) keeps the shard map;
+//! every replica, leader included, is a member. SIGTERM: finish in-flight
+//! reconciles, then delete the member Lease (the map drops this replica at
+//! once) and release the coordinator Lease. Fenced (member Lease not renewed
+//! for the renew deadline): stop, wait for in-flight reconciles at most the
+//! margin to the lease duration, exit 1 — a restart rejoins.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use wr_operator::shard::{Coordinator, Membership, ShardConfig, ShardGate, ShardMetrics, follow};
+use wr_operator::{
+    ApiMetricsLayer, HealthInputs, LeaderElection, LeaderState, Liveness, Metrics, ShutdownSignal,
+    finish_within,
+};
+
+use super::RunArgs;
+use super::observer::MetricsObserver;
+
+/// How often the owned-parents gauge is recounted.
+const COUNT_EVERY: Duration = Duration::from_secs(2);
+
+pub(super) async fn serve(args: RunArgs, group: String) -> anyhow::Result<ExitCode> {
+    let shutdown = ShutdownSignal::install().context("installing signal handlers")?;
+    let liveness = Liveness::new(Duration::from_secs(args.liveness_stall_seconds));
+    let mut registry = Registry::default();
+    let metrics = Arc::new(Metrics::new(&mut registry, liveness.clone()));
+    let shard_metrics = ShardMetrics::new(&mut registry);
+
+    let mut config = super::kube_config(&args)
+        .await
+        .context("reading the cluster connection")?;
+    let identity = wr_operator::leader::default_identity();
+    super::identify(&mut config, &identity)?;
+    let namespace = super::lease_namespace(&args, &config);
+    let client = kube::client::ClientBuilder::try_from(wr_engine::engine_config(config))
+        .context("building the API client")?
+        .with_layer(&ApiMetricsLayer::new(metrics.clone()))
+        .build();
+
+    let mut shard = ShardConfig::new(namespace.clone(), group.clone());
+    shard.identity = identity.clone();
+    shard.lease_duration = Duration::from_secs(args.lease_duration_seconds);
+    shard.renew_deadline = Duration::from_secs(args.renew_deadline_seconds);
+    shard.retry_period = Duration::from_secs(args.retry_period_seconds);
+    shard
+        .validate()
+        .with_context(|| format!("shard group {group}"))?;
+
+    let mut lease = super::lease_config(&args, namespace, identity.clone());
+    lease.name = format!("{group}-coordinator");
+    tracing::info!(group = %group, identity = %identity, lease = %lease.name, "joining the shard group");
+    let election =
+        LeaderElection::start(client.clone(), lease).context("starting leader election")?;
+    let coordinating = tokio::spawn(coordinate(client.clone(), shard.clone(), election.state()));
+
+    let (synced_tx, synced_rx) = watch::channel(false);
+    let health_stop = CancellationToken::new();
+    let inputs = HealthInputs {
+        registry: Arc::new(registry),
+        caches_synced: synced_rx,
+        leader: election.state(),
+        liveness,
+    };
+    let (addr, _health) = wr_operator::serve_health(args.metrics_bind, inputs, health_stop.clone())
+        .await
+        .with_context(|| format!("binding {}", args.metrics_bind))?;
+    println!("metrics: http://{addr}");
+
+    let membership = Membership::start(client.clone(), shard.clone(), false)
+        .context("joining the shard group")?;
+    let gate = ShardGate::new(identity.clone());
+
+    let runtime = wr_runtime::PluginRuntime::new(wr_runtime::RuntimeConfig {
+        cache_dir: args.cache_dir.clone(),
+        ..Default::default()
+    })
+    .map_err(|e| anyhow::anyhow!("starting the plugin runtime: {e}"))?;
+    let loader = Arc::new(wr_engine::wasm::WasmLoader::new(runtime));
+    let observer = MetricsObserver::new(
+        metrics.clone(),
+        synced_tx,
+        Duration::from_secs(args.finalizer_pending_seconds),
+    );
+    let opts = wr_engine::ManagerOptions {
+        default_resync: Duration::from_secs(args.resync_seconds),
+        observer: Some(Arc::new(observer)),
+        admission: Some(Arc::new(gate.clone())),
+        ..Default::default()
+    };
+    let manager = wr_engine::Manager::new(client.clone(), loader, opts);
+    let handle = manager.handle();
+    let stop = CancellationToken::new();
+    let mut task = tokio::spawn(manager.run(stop.clone().cancelled_owned()));
+
+    let (fenced_tx, mut fenced) = watch::channel(true);
+    let requeue = handle.clone();
+    let following = tokio::spawn(follow(
+        gate.clone(),
+        membership.view(),
+        membership.acknowledger(),
+        move || {
+            let h = requeue.clone();
+            tokio::spawn(async move { h.requeue_all().await });
+        },
+        Some(shard_metrics.clone()),
+        fenced_tx,
+    ));
+    let counting = tokio::spawn(count_owned(handle, gate, shard_metrics));
+
+    // Fenced only counts once this replica has been a member (it starts
+    // fenced). A closed channel (membership ended) counts as fenced too.
+    let outcome = tokio::select! {
+        _ = shutdown.graceful.cancelled() => Ok(false),
+        _ = async {
+            if fenced.wait_for(|f| !*f).await.is_ok() {
+                let _ = fenced.wait_for(|f| *f).await;
+            }
+        } => Ok(true),
+        r = &mut task => Err(match r {
+            Ok(Ok(())) => anyhow::anyhow!("the controller manager stopped unexpectedly"),
+            Ok(Err(e)) => anyhow::Error::new(e).context("the controller manager failed"),
+            Err(e) => anyhow::Error::new(e).context("the controller manager panicked"),
+        }),
+    };
+    let fenced_out = match outcome {
+        Ok(f) => f,
+        Err(e) => {
+            health_stop.cancel();
+            return Err(e);
+        }
+    };
+    stop.cancel();
+    counting.abort();
+    let deadline = if fenced_out {
+        tracing::error!("member lease not renewed within the renew deadline; stopping all work");
+        Duration::from_secs(
+            args.lease_duration_seconds
+                .saturating_sub(args.renew_deadline_seconds)
+                .min(args.shutdown_timeout_seconds),
+        )
+    } else {
+        tracing::info!(
+            timeout_secs = args.shutdown_timeout_seconds,
+            "stopping: no new work; waiting for in-flight reconciles"
+        );
+        Duration::from_secs(args.shutdown_timeout_seconds)
+    };
+    tokio::select! {
+        _ = finish_within(deadline, &mut task) => {}
+        _ = shutdown.immediate.cancelled() => {
+            tracing::warn!("stopping at once; the member lease is left to expire");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    following.abort();
+    coordinating.abort();
+    if fenced_out {
+        membership.abort();
+        election.abort();
+        health_stop.cancel();
+        tracing::error!("fenced; exiting so that a restart rejoins the shard group");
+        return Ok(ExitCode::FAILURE);
+    }
+    // Only now, with every reconcile of this process finished, may others
+    // take its parents: deleting the member Lease drops it from the map.
+    if let Err(e) = membership.leave().await {
+        tracing::warn!(error = %e, "leaving the shard group failed; the member lease will expire");
+    }
+    if let Err(e) = election.release().await {
+        tracing::warn!(error = %e, "releasing the coordinator lease failed; it will expire");
+    }
+    health_stop.cancel();
+    tracing::info!("left the shard group; stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the map keeper while this replica holds the coordinator Lease.
+async fn coordinate(
+    client: kube::Client,
+    shard: ShardConfig,
+    mut leader: watch::Receiver<LeaderState>,
+) {
+    loop {
+        if leader.wait_for(LeaderState::is_leader).await.is_err() {
+            return;
+        }
+        let keeper = match Coordinator::start(client.clone(), shard.clone()) {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot keep the shard map");
+                return;
+            }
+        };
+        tracing::info!(group = %shard.group, "coordinating the shard map");
+        let lost = leader.wait_for(|s| !s.is_leader()).await.is_err();
+        keeper.stop().await;
+        tracing::info!(group = %shard.group, "no longer coordinating the shard map");
+        if lost {
+            return;
+        }
+    }
+}
+
+/// Recounts the parents this replica owns (a parent reconciled by two
+/// controllers counts once).
+async fn count_owned(handle: wr_engine::ManagerHandle, gate: ShardGate, metrics: ShardMetrics) {
+    loop {
+        let mut keys: Vec<_> = handle
+            .parent_keys()
+            .await
+            .into_iter()
+            .flat_map(|(_, k)| k)
+            .collect();
+        keys.sort();
+        keys.dedup();
+        metrics.owned(keys.iter().filter(|k| gate.owns(k)).count());
+        tokio::time::sleep(COUNT_EVERY).await;
+    }
+}

@@ -1,0 +1,206 @@
+//! Acceptance (issue 19): three `wasm-reconciler run --shard-group` processes
+//! share a few hundred parents against one standalone `wasm-reconciler
+//! apiserver`, through joins, a graceful leave (SIGTERM) and a crash
+//! (SIGKILL), with the parents edited after each.
+//!
+//! The referee is the API server's request log, where every request of a
+//! `run` carries its identity in its `User-Agent`: for every parent (its
+//! status and its children) the writers follow one another, and a writer
+//! change is always preceded by a new shard map and by the previous writer
+//! either acknowledging (a write to its member Lease after its last write to
+//! that parent) or being dead (no request of it after the new writer's
+//! first). Every parent converges after every step, every live replica owns a
+//! share (`wasm_reconciler_shard_owned_parents` sums to the parent count) and
+//! the map Lease says what changed.
+
+mod request_log;
+mod run_common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use anyhow::{Context, Result, ensure};
+use request_log::*;
+use run_common::*;
+use serde_json::Value;
+use wr_apiserver::RequestRecord;
+use wr_tests::shard_log;
+
+const GROUP: &str = "wr";
+const PARENTS: usize = 200;
+const SHARD: &[&str] = &[
+    "--shard-group",
+    GROUP,
+    "--lease-duration-seconds=6",
+    "--renew-deadline-seconds=4",
+    "--retry-period-seconds=1",
+    "--shutdown-timeout-seconds=20",
+    "--resync-seconds=3600",
+];
+
+fn parent_name(i: usize) -> String {
+    format!("s{i:03}")
+}
+
+/// Applies all parents with `replicas` (server-side apply: the same manifest
+/// creates and later edits them).
+fn apply_parents(kc: &Path, dir: &Path, replicas: u32) -> Result<()> {
+    let mut yaml = String::new();
+    for i in 0..PARENTS {
+        yaml.push_str(&format!(
+            "---\napiVersion: examples.wasm-reconciler.dev/v1alpha1\nkind: StaticSite\nmetadata: {{name: {}, namespace: {}}}\nspec:\n  image: nginx:1.27\n  replicas: {replicas}\n  port: 8080\n  content:\n    index.html: \"<h1>{i}</h1>\"\n",
+            parent_name(i),
+            test_ns()
+        ));
+    }
+    let f = dir.join("parents.yaml");
+    std::fs::write(&f, yaml)?;
+    kubectl(
+        kc,
+        &["apply", "--server-side", "-f", f.to_str().unwrap_or("")],
+    )?;
+    Ok(())
+}
+
+/// Parents whose Deployment has `replicas` and whose Ready condition is True.
+fn converged(kc: &Path, replicas: u32) -> usize {
+    let list = |what: &str| -> Vec<Value> {
+        kubectl(kc, &["-n", &test_ns(), "get", what, "-o", "json"])
+            .ok()
+            .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+            .and_then(|v| v["items"].as_array().cloned())
+            .unwrap_or_default()
+    };
+    let deployed: BTreeSet<String> = list("deployments")
+        .iter()
+        .filter(|d| d.pointer("/spec/replicas") == Some(&Value::from(replicas)))
+        .filter_map(|d| Some(d.pointer("/metadata/name")?.as_str()?.to_string()))
+        .collect();
+    list(SITE_RESOURCE)
+        .iter()
+        .filter(|p| {
+            let name = p.pointer("/metadata/name").and_then(Value::as_str);
+            let ready = p
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                });
+            name.is_some_and(|n| n.starts_with('s') && deployed.contains(n)) && ready
+        })
+        .count()
+}
+
+fn converge(kc: &Path, replicas: u32, what: &str) -> Result<()> {
+    eventually(what, 240, || {
+        (converged(kc, replicas) == PARENTS).then_some(())
+    })
+    .with_context(|| format!("{} of {PARENTS} converged", converged(kc, replicas)))
+}
+
+fn owned(url: &str) -> f64 {
+    sample(url, "wasm_reconciler_shard_owned_parents").unwrap_or(-1.0)
+}
+
+/// Waits until the live replicas' owned counts add up to every parent (plus
+/// the example's `web`) with each owning a share.
+fn shares(urls: &[&str]) -> Result<Vec<f64>> {
+    eventually("the live replicas to share every parent", 120, || {
+        let o: Vec<f64> = urls.iter().map(|u| owned(u)).collect();
+        (o.iter().sum::<f64>() == (PARENTS + 1) as f64 && o.iter().all(|n| *n > 0.0)).then_some(o)
+    })
+}
+
+#[test]
+fn replicas_share_parents_and_never_write_one_at_the_same_time() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let cluster = cluster_with_log(dir.path())?;
+    let kc = cluster.kubeconfig.clone();
+    install_example(&kc, dir.path(), true)?;
+    apply_parents(&kc, dir.path(), 1)?;
+
+    let (mut a, a_url) = run(&kc, "run-a", SHARD)?;
+    let (mut b, b_url) = run(&kc, "run-b", SHARD)?;
+    converge(&kc, 1, "every parent converged by two replicas")?;
+    shares(&[&a_url, &b_url])?;
+
+    // Join: run-c takes its share; an edit lands on all three.
+    let (_c, c_url) = run(&kc, "run-c", SHARD)?;
+    shares(&[&a_url, &b_url, &c_url])?;
+    ensure!(
+        sample(&c_url, "wasm_reconciler_shard_members") == Some(3.0),
+        "run-c does not see three members"
+    );
+    ensure!(
+        sample(
+            &a_url,
+            "wasm_reconciler_shard_handover_duration_seconds_count"
+        )
+        .is_some_and(|n| n >= 2.0),
+        "run-a recorded fewer than two handovers (its first map, run-c's join)"
+    );
+    apply_parents(&kc, dir.path(), 2)?;
+    converge(&kc, 2, "the edit converged by three replicas")?;
+
+    // Graceful leave: run-a finishes, leaves the map, exits 0.
+    a.signal("TERM")?;
+    ensure!(a.wait_exit(40)? == Some(0), "SIGTERM must exit 0");
+    apply_parents(&kc, dir.path(), 3)?;
+    converge(&kc, 3, "the edit converged after run-a left")?;
+    shares(&[&b_url, &c_url])?;
+
+    // Crash: run-b's parents wait for its member Lease to expire.
+    apply_parents(&kc, dir.path(), 4)?;
+    b.signal("KILL")?;
+    let _ = b.wait_exit(10)?;
+    converge(&kc, 4, "the edit converged after run-b crashed")?;
+    let (_d, d_url) = run(&kc, "run-d", SHARD)?;
+    shares(&[&c_url, &d_url])?;
+    apply_parents(&kc, dir.path(), 5)?;
+    converge(&kc, 5, "the edit converged after run-d joined")?;
+
+    let map = kubectl(
+        &kc,
+        &[
+            "-n",
+            &test_ns(),
+            "get",
+            "lease",
+            &format!("{GROUP}-shards"),
+            "-o",
+            "yaml",
+        ],
+    )?;
+    ensure!(
+        map.contains("wasm-reconciler.dev/shard-last-change") && map.contains("joined ["),
+        "the map Lease does not say what changed:\n{map}"
+    );
+
+    let log = requests_of(&cluster.log)?;
+    let stats = shard_log::handovers_are_clean(&log, GROUP, parent_of)?;
+    ensure!(
+        ["run-a", "run-b", "run-c", "run-d"].iter().all(|p| stats
+            .writes
+            .get(*p)
+            .copied()
+            .unwrap_or(0)
+            > 0),
+        "every replica must have written parents: {:?}",
+        stats.writes
+    );
+    ensure!(
+        stats.switches > 0,
+        "no parent changed writer: the test proved nothing"
+    );
+    eprintln!(
+        "shard handovers: {} parents changed writer {} times over {} maps; writes {:?}",
+        stats.parents_moved, stats.switches, stats.maps, stats.writes
+    );
+    Ok(())
+}
+
+/// A parent's own writes and its children's (`NAME`, `NAME-content`).
+fn parent_of(r: &RequestRecord) -> Option<String> {
+    shard_log::parent_by_name_prefix(r, &["staticsites", "deployments", "services", "configmaps"])
+}

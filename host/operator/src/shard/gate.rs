@@ -1,0 +1,255 @@
+//! The host side of a shard group: which parents the engine may reconcile
+//! ([`ShardGate`], the engine's [`Admission`]) and the handover that follows
+//! the membership's view ([`follow`]): on a new map, refuse what is lost at
+//! once, wait for the reconciles of lost parents still in flight (they
+//! finish; none is cancelled half-way through its writes), then acknowledge;
+//! once the map settles, re-enqueue every parent so the gained ones run.
+//!
+//! Ownership is checked once per reconcile, when a worker takes the key, and
+//! the ticket is held until the reconcile (its writes included) has ended;
+//! a handover waits for that ticket before acknowledging, so a re-check
+//! before each write batch would never see a parent lost mid-reconcile. The
+//! one case a ticket outlives ownership is fencing (the member Lease could
+//! not be renewed): `run` then stops the manager and exits within the margin
+//! between renew deadline and lease duration, like a leader that lost its
+//! Lease.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+use wr_engine::admission::{Admission, Ticket};
+use wr_engine::queue::ObjectKey;
+
+use super::ShardView;
+use super::member::Acknowledger;
+use super::metrics::ShardMetrics;
+
+/// The string a parent is assigned by: `namespace/name` (or `name`). The
+/// controller is not part of it: a parent object has one owner, whichever
+/// controllers reconcile it.
+pub fn shard_key(key: &ObjectKey) -> String {
+    key.to_string()
+}
+
+/// Admits a key when the current [`ShardView`] owns it and counts the
+/// admitted reconciles in flight per key.
+#[derive(Clone)]
+pub struct ShardGate {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    ended: Notify,
+}
+
+struct State {
+    view: ShardView,
+    in_flight: HashMap<String, usize>,
+}
+
+/// Held by the engine while an admitted reconcile runs.
+struct Held {
+    shared: Arc<Shared>,
+    key: String,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut st = self.shared.lock();
+        if let Some(n) = st.in_flight.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                st.in_flight.remove(&self.key);
+            }
+        }
+        drop(st);
+        self.shared.ended.notify_waiters();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl ShardGate {
+    /// A gate for `identity` that admits nothing until a view arrives.
+    pub fn new(identity: impl Into<String>) -> Self {
+        ShardGate {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    view: ShardView::new(identity),
+                    in_flight: HashMap::new(),
+                }),
+                ended: Notify::new(),
+            }),
+        }
+    }
+
+    /// Works under `view` from now on: nothing it does not own is admitted.
+    pub fn set_view(&self, view: ShardView) {
+        self.shared.lock().view = view;
+    }
+
+    /// True when the current view owns `key`.
+    pub fn owns(&self, key: &ObjectKey) -> bool {
+        self.shared.lock().view.owns(&shard_key(key))
+    }
+
+    /// Reconciles in flight on keys the current view does not own.
+    pub fn lost_in_flight(&self) -> usize {
+        let st = self.shared.lock();
+        st.in_flight.keys().filter(|k| !st.view.owns(k)).count()
+    }
+
+    /// Resolves once no reconcile of a key the current view does not own is
+    /// in flight.
+    pub async fn drained(&self) {
+        loop {
+            let ended = self.shared.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.lost_in_flight() == 0 {
+                return;
+            }
+            ended.await;
+        }
+    }
+}
+
+impl Admission for ShardGate {
+    fn enter(&self, _scope: &str, key: &ObjectKey) -> Option<Ticket> {
+        let key = shard_key(key);
+        let mut st = self.shared.lock();
+        if !st.view.owns(&key) {
+            return None;
+        }
+        *st.in_flight.entry(key.clone()).or_default() += 1;
+        drop(st);
+        Some(Box::new(Held {
+            shared: self.shared.clone(),
+            key,
+        }))
+    }
+}
+
+/// Follows the membership's views until their sender is gone: sets each on
+/// `gate`, drains and acknowledges every new map, and calls `settled` when a
+/// map settles (the caller re-enqueues all parents; what is gained runs).
+/// `fenced` mirrors the view's fence for the caller.
+pub async fn follow(
+    gate: ShardGate,
+    mut views: watch::Receiver<ShardView>,
+    ack: Acknowledger,
+    settled: impl Fn(),
+    metrics: Option<ShardMetrics>,
+    fenced: watch::Sender<bool>,
+) {
+    let mut epoch = 0;
+    let mut read_at = Instant::now();
+    let mut was_settled = false;
+    loop {
+        let view = views.borrow_and_update().clone();
+        if view.current.number != epoch {
+            epoch = view.current.number;
+            read_at = Instant::now();
+            was_settled = false;
+        }
+        gate.set_view(view.clone());
+        if let Some(m) = &metrics {
+            m.view(&view);
+        }
+        fenced.send_if_modified(|f| std::mem::replace(f, view.fenced) != view.fenced);
+        if let Some(n) = view.pending_ack()
+            && !view.fenced
+        {
+            let waiting = gate.lost_in_flight();
+            gate.drained().await;
+            ack.acknowledge(n);
+            tracing::info!(
+                epoch = n,
+                waited_for = waiting,
+                "drained; acknowledged the shard map"
+            );
+        }
+        if view.settled && !was_settled {
+            was_settled = true;
+            let took = read_at.elapsed();
+            tracing::info!(
+                epoch = view.current.number,
+                members = view.current.members.len(),
+                handover_ms = took.as_millis() as u64,
+                "shard map settled; working on the parents gained"
+            );
+            if let Some(m) = &metrics {
+                m.handover(took);
+            }
+            settled();
+        }
+        if views.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard::Epoch;
+
+    fn view(id: &str, number: u64, members: &[&str], settled: bool) -> ShardView {
+        let mut v = ShardView::new(id);
+        v.fenced = false;
+        v.read(Epoch {
+            number,
+            members: members.iter().map(|m| m.to_string()).collect(),
+        });
+        v.acknowledge(number);
+        if settled {
+            v.observe_acks(|_| Some(number));
+        }
+        v
+    }
+
+    fn keys() -> Vec<ObjectKey> {
+        (0..200)
+            .map(|i| ObjectKey::new(Some("ns"), &format!("p-{i}")))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_lost_key_in_flight_holds_the_drain_until_its_reconcile_ends() {
+        let gate = ShardGate::new("a");
+        assert!(gate.enter("c", &keys()[0]).is_none(), "fenced: nothing");
+        gate.set_view(view("a", 1, &["a"], true));
+        let tickets: Vec<_> = keys().iter().map(|k| gate.enter("c", k)).collect();
+        assert!(tickets.iter().all(Option::is_some));
+        // A newer map with b: a loses about half and must not admit them.
+        let mut next = gate.shared.lock().view.clone();
+        next.read(Epoch {
+            number: 2,
+            members: vec!["a".into(), "b".into()],
+        });
+        gate.set_view(next);
+        let lost: Vec<_> = keys().into_iter().filter(|k| !gate.owns(k)).collect();
+        assert!(!lost.is_empty());
+        assert!(lost.iter().all(|k| gate.enter("c", k).is_none()));
+        assert_eq!(gate.lost_in_flight(), lost.len());
+        let drained = tokio::spawn({
+            let g = gate.clone();
+            async move { g.drained().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!drained.is_finished(), "drained with lost keys in flight");
+        drop(tickets);
+        tokio::time::timeout(std::time::Duration::from_secs(5), drained)
+            .await
+            .expect("the drain ends once the reconciles ended")
+            .expect("drain task");
+        assert_eq!(gate.lost_in_flight(), 0);
+    }
+}
