@@ -61,6 +61,8 @@ pub struct ManagerOptions {
     /// ([`crate::loads`]); at least 2, so a large component never holds the
     /// last slot.
     pub parallel_loads: usize,
+    /// Records every plugin call to a store ([`crate::record`], `--record`).
+    pub recorder: Option<Arc<crate::record::Recorder>>,
 }
 
 impl Default for ManagerOptions {
@@ -71,6 +73,7 @@ impl Default for ManagerOptions {
             plugin_poll: Duration::from_secs(5),
             observer: None,
             parallel_loads: crate::loads::default_parallel_loads(),
+            recorder: None,
         }
     }
 }
@@ -284,6 +287,18 @@ async fn sync_controller(
             };
         }
     };
+    // Signed plugins: refused like a wrong digest (crate::signing).
+    if let Err(e) = crate::signing::verify(
+        wc.spec.plugin.signature.as_ref(),
+        &fetched.digest,
+        fetched.signature.as_deref(),
+    ) {
+        tracing::warn!(controller = %name, reason = e.reason(), error = %e, "plugin signature refused; previous version keeps running");
+        refuse(inner, &api, &wc, status, e.reason(), &e.to_string()).await;
+        return Outcome::Success {
+            next: Some(inner.opts.plugin_poll),
+        };
+    }
     let digest = fetched.digest.clone();
     let spec_hash = stable_hash(&serde_json::to_value(&wc.spec).unwrap_or_default());
     let current = inner
@@ -433,6 +448,7 @@ async fn sync_controller(
                 backoff: inner.opts.backoff,
                 observer: inner.opts.observer.clone(),
                 nudge: Some(nudge),
+                recorder: inner.opts.recorder.clone(),
             };
             match controller::start(
                 &inner.client,

@@ -232,8 +232,13 @@ async fn pass(
     let started = std::time::Instant::now();
     let result = plugin.reconcile(&req, &ctl.target.limits).await;
     let took = started.elapsed();
-    drop(plugin);
     let decision = decide::decide(&ctl.target, &observed, ctl.as_ref(), &result);
+    if let Some(rec) = &ctl.recorder {
+        let (t, p) = (&ctl.target, &observed.parent);
+        let digest = plugin.digest();
+        rec.record(crate::record::exchange(t, p, &req, &result, &decision, digest));
+    }
+    drop(plugin);
     report_call(ctl, took, &result, &decision);
     let parent = observed.parent;
     match decision {

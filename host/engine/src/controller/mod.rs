@@ -49,6 +49,8 @@ pub struct ControllerSettings {
     pub observer: Option<Arc<dyn EngineObserver>>,
     /// Makes the manager sync this controller's WasmController.
     pub nudge: Option<Nudge>,
+    /// Records each plugin call ([`crate::record`]).
+    pub recorder: Option<Arc<crate::record::Recorder>>,
 }
 
 /// A started controller; stop it with [`ControllerHandle::stop`].
@@ -182,6 +184,7 @@ pub(crate) async fn start(
         observer: settings.observer.clone(),
         status_rejections: Mutex::default(),
         nudge: settings.nudge.clone(),
+        recorder: settings.recorder.clone(),
         target,
     });
     let subs = subscribe(&ctl);

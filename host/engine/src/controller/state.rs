@@ -77,6 +77,8 @@ pub(crate) struct Controller {
     /// Asks the manager to sync this controller's WasmController soon (to
     /// report something new on it).
     pub nudge: Option<Nudge>,
+    /// Records each plugin call (`crate::record`); `None`: not recording.
+    pub recorder: Option<Arc<crate::record::Recorder>>,
 }
 
 impl Source for Controller {
