@@ -236,7 +236,9 @@ async fn pass(
     if let Some(rec) = &ctl.recorder {
         let (t, p) = (&ctl.target, &observed.parent);
         let digest = plugin.digest();
-        rec.record(crate::record::exchange(t, p, &req, &result, &decision, digest));
+        rec.record(crate::record::exchange(
+            t, p, &req, &result, &decision, digest,
+        ));
     }
     drop(plugin);
     report_call(ctl, took, &result, &decision);

@@ -110,7 +110,7 @@ pub struct WriteRef {
 }
 
 /// The call limits of a record, so a replay runs under the same ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RecordedLimits {
     /// Wall-clock budget in milliseconds.
@@ -338,7 +338,10 @@ impl Recorder {
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
                 if n.is_power_of_two() {
-                    tracing::warn!(dropped = n, "record store falling behind; calls not recorded");
+                    tracing::warn!(
+                        dropped = n,
+                        "record store falling behind; calls not recorded"
+                    );
                 }
             }
         }

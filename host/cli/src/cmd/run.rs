@@ -91,6 +91,8 @@ pub struct RunArgs {
     /// `parents_finalizer_pending` counts parents deleting for longer than this.
     #[arg(long, default_value_t = 300)]
     pub finalizer_pending_seconds: u64,
+    #[command(flatten)]
+    pub record: super::record_args::RecordArgs,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -247,6 +249,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     let opts = wr_engine::ManagerOptions {
         default_resync: Duration::from_secs(args.resync_seconds),
         observer: Some(Arc::new(observer)),
+        recorder: args.record.recorder()?,
         ..Default::default()
     };
     let manager = wr_engine::Manager::new(client.clone(), loader, opts);

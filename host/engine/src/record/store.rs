@@ -64,10 +64,12 @@ pub struct Change {
 fn object_key(o: &Value) -> Option<String> {
     let kind = o.get("kind")?.as_str()?;
     let name = o.pointer("/metadata/name")?.as_str()?;
-    Some(match o.pointer("/metadata/namespace").and_then(Value::as_str) {
-        Some(ns) => format!("{kind} {ns}/{name}"),
-        None => format!("{kind} {name}"),
-    })
+    Some(
+        match o.pointer("/metadata/namespace").and_then(Value::as_str) {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        },
+    )
 }
 
 /// Arrays of Kubernetes objects become maps keyed by [`object_key`], arrays
@@ -94,7 +96,9 @@ fn normalise(v: &Value) -> Value {
                 _ => Value::Array(items.iter().map(normalise).collect()),
             }
         }
-        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), normalise(v))).collect()),
+        Value::Object(m) => {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), normalise(v))).collect())
+        }
         other => other.clone(),
     }
 }
@@ -103,7 +107,13 @@ fn normalise(v: &Value) -> Value {
 /// (deeper differences are reported at that level).
 pub fn changes(old: &Value, new: &Value, depth: usize) -> Vec<Change> {
     let mut out = Vec::new();
-    walk(Some(&normalise(old)), Some(&normalise(new)), "", depth, &mut out);
+    walk(
+        Some(&normalise(old)),
+        Some(&normalise(new)),
+        "",
+        depth,
+        &mut out,
+    );
     out
 }
 
