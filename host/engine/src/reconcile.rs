@@ -234,11 +234,9 @@ async fn pass(
     let took = started.elapsed();
     let decision = decide::decide(&ctl.target, &observed, ctl.as_ref(), &result);
     if let Some(rec) = &ctl.recorder {
-        let (t, p) = (&ctl.target, &observed.parent);
         let digest = plugin.digest();
-        rec.record(crate::record::exchange(
-            t, p, &req, &result, &decision, digest,
-        ));
+        let x = crate::record::exchange(&ctl.target, &observed, &req, &result, &decision, digest);
+        rec.record(x);
     }
     drop(plugin);
     report_call(ctl, took, &result, &decision);

@@ -196,6 +196,9 @@ pub struct Exchange {
     pub plugin: String,
     /// Limits of the call.
     pub limits: RecordedLimits,
+    /// uids of the request's objects that are Secrets (redacted even when
+    /// they carry no apiVersion/kind).
+    pub secret_uids: Vec<String>,
 }
 
 /// The outcome of a call as JSON: `{"response": …}` or `{"error": {class,
@@ -220,7 +223,7 @@ pub fn outcome_value(outcome: &Result<ReconcileResponse, PluginError>) -> Value 
 /// gives the same bytes.
 pub fn outcome_bytes(outcome: &Result<ReconcileResponse, PluginError>) -> (Vec<u8>, usize) {
     let mut v = outcome_value(outcome);
-    let n = redact::redact(&mut v);
+    let n = redact::redact(&mut v, &[]);
     (serde_json::to_vec(&v).unwrap_or_default(), n)
 }
 
@@ -238,7 +241,7 @@ pub fn input_digest(request: &Value) -> String {
 /// identity, the request and answer, the component and the writes decided.
 pub(crate) fn exchange(
     target: &crate::target::Target,
-    parent: &kube::api::DynamicObject,
+    observed: &crate::decide::Observed,
     request: &ReconcileRequest,
     outcome: &Result<ReconcileResponse, PluginError>,
     decision: &crate::decide::Decision,
@@ -252,6 +255,34 @@ pub(crate) fn exchange(
             .map(|c| c.resolved.ar.kind.clone())
             .unwrap_or_default()
     };
+    // Objects from a list may lack apiVersion/kind (a real API server leaves
+    // them out of list items), so Secrets are also known by uid from the
+    // resource they were read as.
+    let is_secret = |ar: &kube::api::ApiResource| ar.group.is_empty() && ar.kind == "Secret";
+    let uid = |o: &kube::api::DynamicObject| o.metadata.uid.clone();
+    let mut secret_uids: Vec<String> = Vec::new();
+    if is_secret(&target.parent.ar) {
+        secret_uids.extend(uid(&observed.parent));
+    }
+    for (k, o) in &observed.children {
+        if target
+            .children
+            .get(*k)
+            .is_some_and(|c| is_secret(&c.resolved.ar))
+        {
+            secret_uids.extend(uid(o));
+        }
+    }
+    for (r, o) in &observed.related {
+        if target
+            .related
+            .get(*r)
+            .is_some_and(|t| is_secret(&t.resolved.ar))
+        {
+            secret_uids.extend(uid(o));
+        }
+    }
+    let parent = &observed.parent;
     let mut writes = Vec::new();
     if let crate::decide::Decision::Answered(a) = decision {
         for c in &a.children {
@@ -290,6 +321,7 @@ pub(crate) fn exchange(
         writes,
         plugin: plugin.to_string(),
         limits: (&target.limits).into(),
+        secret_uids,
     }
 }
 
@@ -443,11 +475,11 @@ impl Writer {
         let mut request = serde_json::to_value(&x.request).unwrap_or_default();
         let (outcome, outcome_secrets) = outcome_bytes(&x.outcome);
         if self.opts.secrets == SecretPolicy::Exclude
-            && (outcome_secrets > 0 || redact::count_secrets(&request) > 0)
+            && (outcome_secrets > 0 || redact::count_secrets(&request, &x.secret_uids) > 0)
         {
             return Ok(());
         }
-        let secrets = redact::redact(&mut request) + outcome_secrets;
+        let secrets = redact::redact(&mut request, &x.secret_uids) + outcome_secrets;
         let input_digest = input_digest(&request);
         let request = serde_json::to_vec(&request).unwrap_or_default();
         let req_id = self.put_blob(&request)?;
@@ -536,6 +568,7 @@ mod tests {
             writes: vec![],
             plugin: "sha256:00".into(),
             limits: (&CallLimits::default()).into(),
+            secret_uids: vec![],
         }
     }
 

@@ -17,35 +17,41 @@ pub const REDACTED_DATA: &str = "cmVkYWN0ZWQ=";
 pub const REDACTED_STRING: &str = "redacted";
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// True for a core `v1` Secret.
-pub fn is_secret(obj: &Value) -> bool {
-    obj.get("kind").and_then(Value::as_str) == Some("Secret")
-        && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
+/// True for a core `v1` Secret, or an object whose uid is in `uids` (known
+/// to be a Secret from the resource it was read as).
+pub fn is_secret(obj: &Value, uids: &[String]) -> bool {
+    let typed = obj.get("kind").and_then(Value::as_str) == Some("Secret")
+        && obj.get("apiVersion").and_then(Value::as_str) == Some("v1");
+    typed
+        || obj
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .is_some_and(|u| uids.iter().any(|s| s == u))
 }
 
 /// Redacts every Secret found anywhere in `v` (objects nested in arrays and
 /// objects: parent, children, related groups, response children). Returns
 /// how many Secrets it found.
-pub fn redact(v: &mut Value) -> usize {
-    if is_secret(v) {
+pub fn redact(v: &mut Value, uids: &[String]) -> usize {
+    if is_secret(v, uids) {
         redact_secret(v);
         return 1;
     }
     match v {
-        Value::Array(items) => items.iter_mut().map(redact).sum(),
-        Value::Object(map) => map.values_mut().map(redact).sum(),
+        Value::Array(items) => items.iter_mut().map(|i| redact(i, uids)).sum(),
+        Value::Object(map) => map.values_mut().map(|i| redact(i, uids)).sum(),
         _ => 0,
     }
 }
 
 /// Counts the Secrets in `v` (for the `Exclude` policy).
-pub fn count_secrets(v: &Value) -> usize {
-    if is_secret(v) {
+pub fn count_secrets(v: &Value, uids: &[String]) -> usize {
+    if is_secret(v, uids) {
         return 1;
     }
     match v {
-        Value::Array(items) => items.iter().map(count_secrets).sum(),
-        Value::Object(map) => map.values().map(count_secrets).sum(),
+        Value::Array(items) => items.iter().map(|i| count_secrets(i, uids)).sum(),
+        Value::Object(map) => map.values().map(|i| count_secrets(i, uids)).sum(),
         _ => 0,
     }
 }
@@ -79,7 +85,7 @@ mod tests {
                 "stringData": {"token": "hunter2"}
             }]}]
         });
-        assert_eq!(redact(&mut req), 1);
+        assert_eq!(redact(&mut req, &[]), 1);
         let text = req.to_string();
         assert!(!text.contains("aHVudGVyMg=="), "{text}");
         assert!(!text.contains("hunter2"), "{text}");
@@ -89,6 +95,11 @@ mod tests {
         assert_eq!(s["metadata"]["annotations"], json!({"a": "b"}));
         // A non-Secret object with a `data` field is left alone.
         assert_eq!(req["parent"]["spec"]["data"]["k"], "keep");
-        assert_eq!(count_secrets(&req), 1);
+        assert_eq!(count_secrets(&req, &[]), 1);
+        // Without apiVersion/kind (a list item), known by uid.
+        let mut bare = json!({"metadata": {"uid": "u1"}, "data": {"k": "c2VjcmV0"}});
+        assert_eq!(count_secrets(&bare, &[]), 0);
+        assert_eq!(redact(&mut bare, &["u1".to_string()]), 1);
+        assert_eq!(bare["data"]["k"], REDACTED_DATA);
     }
 }
