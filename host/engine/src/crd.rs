@@ -196,7 +196,8 @@ pub struct PluginSource {
     /// Automatic rollback of a new version that faults too often.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<RollbackPolicy>,
-    /// Require a signature by one of these keys (see [`SignaturePolicy`]).
+    /// Signed plugins: load a component only with an ed25519 signature over
+    /// its digest (`publish --sign`) by one of `trustedKeys`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<SignaturePolicy>,
 }

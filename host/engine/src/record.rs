@@ -4,8 +4,9 @@
 //!
 //! Layout of the directory (format `wasm-reconciler.dev/records/v1`):
 //!
-//! - `blobs/<sha256 hex>.json`: requests and outcomes, content-addressed, so a
-//!   response repeated by many reconciles is stored once;
+//! - `blobs/<sha256 hex>.json.zst`: requests (without `now`) and outcomes,
+//!   zstd-compressed JSON named by the sha256 of the JSON, so an answer or
+//!   an input repeated by many reconciles is stored once;
 //! - `records/<seq, 12 digits>.json`: one [`Record`] per plugin call, naming
 //!   its request and outcome blobs.
 //!
@@ -38,6 +39,8 @@ use crate::plugin::PluginError;
 pub const BLOBS_DIR: &str = "blobs";
 /// Subdirectory of records.
 pub const RECORDS_DIR: &str = "records";
+/// zstd level of blobs (fast; JSON shrinks several times already).
+const BLOB_ZSTD_LEVEL: i32 = 3;
 /// Calls waiting for the writer before new ones are dropped.
 const QUEUE_DEPTH: usize = 1024;
 
@@ -162,9 +165,12 @@ pub struct Record {
     /// `explain` derives it from which inputs changed since the previous record).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger: Option<String>,
-    /// `sha256:` of the request without `now`: equal inputs have equal digests.
+    /// `sha256:` of the request without `now`: equal inputs have equal
+    /// digests (the request blob's id, prefixed).
     pub input_digest: String,
-    /// Blob id (sha256 hex) of the request.
+    /// The request's `now` (kept out of the blob so equal inputs share one).
+    pub now: String,
+    /// Blob id (sha256 hex) of the request without `now`.
     pub request: String,
     /// Blob id of the outcome ([`outcome_bytes`]).
     pub outcome: String,
@@ -227,14 +233,14 @@ pub fn outcome_bytes(outcome: &Result<ReconcileResponse, PluginError>) -> (Vec<u
     (serde_json::to_vec(&v).unwrap_or_default(), n)
 }
 
-/// `sha256:` of a request without its `now`.
-pub fn input_digest(request: &Value) -> String {
-    let mut v = request.clone();
+/// The request a record describes: its blob (the request without `now`)
+/// with the record's `now` put back.
+pub fn request_of(blob: &[u8], now: &str) -> Result<ReconcileRequest, serde_json::Error> {
+    let mut v: Value = serde_json::from_slice(blob)?;
     if let Value::Object(m) = &mut v {
-        m.remove("now");
+        m.insert("now".into(), Value::String(now.to_string()));
     }
-    let bytes = serde_json::to_vec(&v).unwrap_or_default();
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+    serde_json::from_value(v)
 }
 
 /// The call of one reconcile pass as a record wants it: the parent's
@@ -458,16 +464,20 @@ impl Writer {
         }
     }
 
-    /// Stores a blob once; returns its id.
+    /// Stores a blob once (zstd-compressed); returns its id, the sha256 of
+    /// the uncompressed bytes.
     fn put_blob(&mut self, bytes: &[u8]) -> Result<String, std::io::Error> {
         let id = hex::encode(Sha256::digest(bytes));
+        let mut size = self.blobs.get(&id).map_or(0, |(_, s)| *s);
         if self.blobs.get(&id).is_none_or(|(refs, _)| *refs == 0) {
             let path = store::blob_path(&self.opts.dir, &id);
             let tmp = path.with_extension("tmp");
-            std::fs::write(&tmp, bytes)?;
+            let packed = zstd::stream::encode_all(bytes, BLOB_ZSTD_LEVEL)?;
+            std::fs::write(&tmp, &packed)?;
             std::fs::rename(&tmp, &path)?;
+            size = packed.len() as u64;
         }
-        self.add_blob_ref(&id, bytes.len() as u64);
+        self.add_blob_ref(&id, size);
         Ok(id)
     }
 
@@ -480,9 +490,13 @@ impl Writer {
             return Ok(());
         }
         let secrets = redact::redact(&mut request, &x.secret_uids) + outcome_secrets;
-        let input_digest = input_digest(&request);
+        let now = x.request.now.clone();
+        if let Value::Object(m) = &mut request {
+            m.remove("now");
+        }
         let request = serde_json::to_vec(&request).unwrap_or_default();
         let req_id = self.put_blob(&request)?;
+        let input_digest = format!("sha256:{req_id}");
         let out_id = self.put_blob(&outcome)?;
         let rec = Record {
             seq: self.next_seq,
@@ -491,6 +505,7 @@ impl Writer {
             parent: x.parent,
             trigger: None,
             input_digest,
+            now,
             request: req_id.clone(),
             outcome: out_id.clone(),
             plugin: x.plugin,
@@ -499,7 +514,7 @@ impl Writer {
             redacted_secrets: secrets,
         };
         self.next_seq += 1;
-        let text = serde_json::to_vec_pretty(&rec).unwrap_or_default();
+        let text = serde_json::to_vec(&rec).unwrap_or_default();
         let path = store::record_path(&self.opts.dir, rec.seq);
         std::fs::write(&path, &text)?;
         self.bytes += text.len() as u64;
@@ -613,6 +628,24 @@ mod tests {
             .map(|(_, r)| r.seq)
             .collect();
         assert_eq!(seqs, vec![4, 5, 6]);
+    }
+
+    #[test]
+    fn requests_that_differ_only_in_now_share_a_blob_and_replay_with_their_own_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(dir.path(), 10, u64::MAX);
+        let mut later = exchange("a", 1);
+        later.request.now = "2026-01-01T00:10:00Z".into();
+        w.write(exchange("a", 1)).unwrap();
+        w.write(later).unwrap();
+        assert_eq!(files(dir.path(), BLOBS_DIR), 2);
+        let recs = store::read_records(dir.path()).unwrap();
+        assert_eq!(recs[0].1.input_digest, recs[1].1.input_digest);
+        let (_, r) = &recs[1];
+        let blob = store::read_blob(dir.path(), &r.request).unwrap();
+        let req = request_of(&blob, &r.now).unwrap();
+        assert_eq!(req.now, "2026-01-01T00:10:00Z");
+        assert_eq!(req.parent["metadata"]["name"], "a");
     }
 
     #[test]

@@ -141,17 +141,18 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<Report> {
         .build()
         .context("starting the async runtime")?;
     // The same request under the same limits gives the same answer: call once.
-    let mut answers: HashMap<(String, record::RecordedLimits), Vec<u8>> = HashMap::new();
+    type Key = (String, String, record::RecordedLimits);
+    let mut answers: HashMap<Key, Vec<u8>> = HashMap::new();
     let mut parents: BTreeMap<(String, String), ParentReplay> = BTreeMap::new();
     for r in &recs {
-        let key = (r.request.clone(), r.limits);
+        let key = (r.request.clone(), r.now.clone(), r.limits);
         let replayed = match answers.get(&key) {
             Some(b) => b.clone(),
             None => {
                 let text = store::read_blob(&args.records, &r.request).with_context(|| {
                     format!("record {}: reading request blob {}", r.seq, r.request)
                 })?;
-                let req: ReconcileRequest = serde_json::from_slice(&text)
+                let req: ReconcileRequest = record::request_of(&text, &r.now)
                     .with_context(|| format!("record {}: request blob {}", r.seq, r.request))?;
                 let limits = r.limits.into();
                 let result = tokio

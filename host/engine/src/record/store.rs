@@ -8,9 +8,21 @@ use serde_json::{Map, Value};
 
 use super::{BLOBS_DIR, RECORDS_DIR, Record};
 
-/// Path of a blob.
+/// Path of a blob: zstd-compressed JSON, named by the sha256 of the JSON.
 pub fn blob_path(dir: &Path, id: &str) -> PathBuf {
-    dir.join(BLOBS_DIR).join(format!("{id}.json"))
+    dir.join(BLOBS_DIR).join(format!("{id}.json.zst"))
+}
+
+/// The ids of every blob in the store.
+pub fn blob_ids(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir.join(BLOBS_DIR))? {
+        let name = entry?.file_name().to_string_lossy().to_string();
+        if let Some(id) = name.strip_suffix(".json.zst") {
+            out.push(id.to_string());
+        }
+    }
+    Ok(out)
 }
 
 /// Path of a record.
@@ -41,9 +53,9 @@ pub fn read_records(dir: &Path) -> std::io::Result<Vec<(PathBuf, Record)>> {
     Ok(out)
 }
 
-/// The bytes of a blob.
+/// The (decompressed) bytes of a blob.
 pub fn read_blob(dir: &Path, id: &str) -> std::io::Result<Vec<u8>> {
-    std::fs::read(blob_path(dir, id))
+    zstd::stream::decode_all(std::fs::File::open(blob_path(dir, id))?)
 }
 
 /// One field that differs; `path` is a JSON pointer into the normalised
