@@ -17,6 +17,9 @@ use serde::Serialize;
 use serde_json::Value;
 use wr_engine::record::{Record, WriteRef, store};
 
+/// The trigger of a parent's first record.
+const FIRST: &str = "first record";
+
 #[derive(Debug, clap::Args)]
 pub struct ExplainArgs {
     /// The record store (`--record DIR` of `run` or `dev`).
@@ -105,7 +108,7 @@ pub fn explain(args: &ExplainArgs) -> anyhow::Result<Vec<Step>> {
         }
         let out = blob(args, &r, &r.outcome)?;
         let (trigger, input_changes, output_changes) = match &prev {
-            None => ("first record".to_string(), vec![], vec![]),
+            None => (FIRST.to_string(), vec![], vec![]),
             Some((pr, po)) => {
                 let ic = store::changes(pr, &req, 6);
                 let t = if ic.is_empty() {
@@ -160,7 +163,9 @@ fn text(parent: &str, steps: &[Step]) -> String {
         for c in &s.input_changes {
             let _ = writeln!(out, "      input {}", c.path);
         }
-        if s.output_changes.is_empty() {
+        if s.trigger == FIRST {
+            let _ = writeln!(out, "    output: (nothing earlier to compare with)");
+        } else if s.output_changes.is_empty() {
             let _ = writeln!(out, "    output: unchanged");
         } else {
             let _ = writeln!(
