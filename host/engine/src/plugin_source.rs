@@ -346,5 +346,26 @@ mod tests {
         let f = fetch(&client, &src).await.unwrap();
         assert_eq!(f.bytes, b"bytes");
         assert_eq!(f.digest, digest(b"bytes"));
+        assert_eq!(f.signature, None);
+        // A signature beside the file is read with it.
+        let sig = dir.path().join("p.wasm.signature.json");
+        std::fs::write(&sig, "{}").unwrap();
+        let f = fetch(&client, &src).await.unwrap();
+        assert_eq!(f.signature.as_deref(), Some("{}"));
+    }
+
+    #[test]
+    fn the_signature_key_of_the_referenced_configmap_is_read() {
+        let mut cm = ConfigMap::default();
+        cm.binary_data = Some(BTreeMap::from([(
+            DEFAULT_KEY.to_string(),
+            ByteString(b"\0asm".to_vec()),
+        )]));
+        cm.data = Some(BTreeMap::from([(
+            crate::signing::SIGNATURE_KEY.to_string(),
+            "sig".to_string(),
+        )]));
+        let f = from_configmaps(&src(), Some(&cm), |_| None, None).unwrap();
+        assert_eq!(f.signature.as_deref(), Some("sig"));
     }
 }

@@ -276,6 +276,44 @@ async fn prune(
 mod tests {
     use super::*;
 
+    /// `--sign` puts the signature into the referenced ConfigMap (the last,
+    /// holding the manifest when chunked), where the host verifies it.
+    #[test]
+    fn sign_stores_a_verifiable_signature_in_the_referenced_configmap() {
+        let dir = tempfile::tempdir().unwrap();
+        let (private, _, public) = wr_engine::signing::generate([3; 32]).unwrap();
+        let key = dir.path().join("k");
+        std::fs::write(&key, private).unwrap();
+        // Incompressible, so it is chunked.
+        let mut component = b"\0asm".to_vec();
+        let mut x: u32 = 9;
+        for _ in 0..20_000 {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            component.push((x >> 24) as u8);
+        }
+        let opts = PublishOptions {
+            max_chunk_bytes: 1_000,
+            zstd_level: 1,
+        };
+        let mut cms = chunked::to_configmaps(&component, "p", "ns", "plugin.wasm", opts).unwrap();
+        let digest = wr_engine::plugin_source::digest(&component);
+        sign(&key, &digest, &mut cms).unwrap();
+        let last = cms.last().unwrap().data.as_ref().unwrap();
+        assert!(last.contains_key(chunked::MANIFEST_KEY));
+        let policy = wr_engine::crd::SignaturePolicy {
+            trusted_keys: vec![public],
+        };
+        let text = last
+            .get(wr_engine::signing::SIGNATURE_KEY)
+            .map(String::as_str);
+        assert_eq!(
+            wr_engine::signing::verify(Some(&policy), &digest, text),
+            Ok(())
+        );
+        let others = &cms[..cms.len() - 1];
+        assert!(others.iter().all(|c| c.data.is_none()));
+    }
+
     #[test]
     fn yaml_lists_chunks_before_the_manifest_and_parses_back() {
         let mut component = b"\0asm\x0d\x00\x01\x00".to_vec();
