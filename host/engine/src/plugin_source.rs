@@ -356,15 +356,17 @@ mod tests {
 
     #[test]
     fn the_signature_key_of_the_referenced_configmap_is_read() {
-        let mut cm = ConfigMap::default();
-        cm.binary_data = Some(BTreeMap::from([(
-            DEFAULT_KEY.to_string(),
-            ByteString(b"\0asm".to_vec()),
-        )]));
-        cm.data = Some(BTreeMap::from([(
-            crate::signing::SIGNATURE_KEY.to_string(),
-            "sig".to_string(),
-        )]));
+        let cm = ConfigMap {
+            binary_data: Some(BTreeMap::from([(
+                DEFAULT_KEY.to_string(),
+                ByteString(b"\0asm".to_vec()),
+            )])),
+            data: Some(BTreeMap::from([(
+                crate::signing::SIGNATURE_KEY.to_string(),
+                "sig".to_string(),
+            )])),
+            ..ConfigMap::default()
+        };
         let f = from_configmaps(&src(), Some(&cm), |_| None, None).unwrap();
         assert_eq!(f.signature.as_deref(), Some("sig"));
     }
