@@ -46,6 +46,12 @@ enum Command {
     Test(cmd::test::TestArgs),
     /// Create a plugin project (source, SDK, build script, golden test, CRD, WasmController).
     New(cmd::new::NewArgs),
+    /// Re-run recorded reconciles (`--record`) against a component offline; report which outputs would change.
+    Replay(cmd::replay::ReplayArgs),
+    /// A parent's reconcile history from a record store: trigger, input digest, output changes, writes.
+    Explain(cmd::explain::ExplainArgs),
+    /// Generate an ed25519 key pair for signed plugins (`publish --sign`).
+    Keygen(cmd::keygen::KeygenArgs),
 }
 
 fn main() -> ExitCode {
@@ -85,6 +91,9 @@ fn main() -> ExitCode {
         #[cfg(feature = "dev")]
         Command::Test(args) => cmd::test::run(args),
         Command::New(args) => cmd::new::run(args),
+        Command::Replay(args) => cmd::replay::run(args),
+        Command::Explain(args) => cmd::explain::run(args),
+        Command::Keygen(args) => cmd::keygen::run(args),
     };
     match result {
         Ok(code) => code,

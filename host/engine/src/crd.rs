@@ -218,6 +218,24 @@ pub struct PluginSource {
     /// Automatic rollback of a new version that faults too often.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<RollbackPolicy>,
+    /// Signed plugins: load a component only with an ed25519 signature over
+    /// its digest (`publish --sign`) by one of `trustedKeys`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<SignaturePolicy>,
+}
+
+/// Signed plugins (`crate::signing`): a component is loaded only with an
+/// ed25519 signature over its digest (`publish --sign`) by one of these
+/// keys; unsigned or wrongly signed versions are refused like a wrong
+/// digest (`PluginLoaded=False`, a Warning event, the previous version
+/// keeps running).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SignaturePolicy {
+    /// Trusted ed25519 public keys: base64 of the 32 raw bytes (what
+    /// `wasm-reconciler keygen` prints) or SPKI PEM (`openssl pkey -pubout`).
+    #[schemars(length(min = 1))]
+    pub trusted_keys: Vec<String>,
 }
 
 /// Judges a newly loaded plugin version by its first reconciles: when more than

@@ -64,6 +64,8 @@ pub struct ManagerOptions {
     /// Which parents (and WasmControllers, for the manager's own writes) this
     /// process works on ([`crate::admission`]); `None`: all of them.
     pub admission: Option<Arc<dyn crate::admission::Admission>>,
+    /// Records every plugin call to a store ([`crate::record`], `--record`).
+    pub recorder: Option<Arc<crate::record::Recorder>>,
 }
 
 impl Default for ManagerOptions {
@@ -75,6 +77,7 @@ impl Default for ManagerOptions {
             observer: None,
             parallel_loads: crate::loads::default_parallel_loads(),
             admission: None,
+            recorder: None,
         }
     }
 }
@@ -322,6 +325,18 @@ async fn sync_controller(
             };
         }
     };
+    // Signed plugins: refused like a wrong digest (crate::signing).
+    if let Err(e) = crate::signing::verify(
+        wc.spec.plugin.signature.as_ref(),
+        &fetched.digest,
+        fetched.signature.as_deref(),
+    ) {
+        tracing::warn!(controller = %name, reason = e.reason(), error = %e, "plugin signature refused; previous version keeps running");
+        refuse(inner, &api, &wc, status, e.reason(), &e.to_string()).await;
+        return Outcome::Success {
+            next: Some(inner.opts.plugin_poll),
+        };
+    }
     let digest = fetched.digest.clone();
     let spec_hash = stable_hash(&serde_json::to_value(&wc.spec).unwrap_or_default());
     let current = inner
@@ -472,6 +487,7 @@ async fn sync_controller(
                 observer: inner.opts.observer.clone(),
                 nudge: Some(nudge),
                 admission: inner.opts.admission.clone(),
+                recorder: inner.opts.recorder.clone(),
             };
             match controller::start(
                 &inner.client,

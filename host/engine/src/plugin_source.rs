@@ -119,6 +119,10 @@ pub struct Fetched {
     pub digest: String,
     /// resourceVersion of the referenced ConfigMap (None for a path).
     pub resource_version: Option<String>,
+    /// Text of the signature stored beside the component
+    /// ([`crate::signing::SIGNATURE_KEY`] in the ConfigMap's `data`, or the
+    /// file `<path>.signature.json`), checked by [`crate::signing::verify`].
+    pub signature: Option<String>,
 }
 
 /// `sha256:<hex>` of some bytes.
@@ -175,10 +179,16 @@ pub fn from_configmaps(
         });
     };
     let digest = check_pin(&bytes, pin)?;
+    let signature = cm
+        .data
+        .as_ref()
+        .and_then(|m| m.get(crate::signing::SIGNATURE_KEY))
+        .cloned();
     Ok(Fetched {
         bytes,
         digest,
         resource_version: cm.metadata.resource_version.clone(),
+        signature,
     })
 }
 
@@ -206,10 +216,15 @@ pub async fn fetch_path(path: &str, pin: Option<&str>) -> Result<Fetched, Source
         }
     })?;
     let digest = check_pin(&bytes, pin)?;
+    // A signature beside the file (absent: unsigned).
+    let signature = tokio::fs::read_to_string(format!("{path}.{}", crate::signing::SIGNATURE_KEY))
+        .await
+        .ok();
     Ok(Fetched {
         bytes,
         digest,
         resource_version: None,
+        signature,
     })
 }
 
@@ -323,6 +338,7 @@ mod tests {
             sha256: Some(digest(b"bytes")),
             config: None,
             rollback: None,
+            signature: None,
         };
         let client =
             kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))
@@ -330,5 +346,28 @@ mod tests {
         let f = fetch(&client, &src).await.unwrap();
         assert_eq!(f.bytes, b"bytes");
         assert_eq!(f.digest, digest(b"bytes"));
+        assert_eq!(f.signature, None);
+        // A signature beside the file is read with it.
+        let sig = dir.path().join("p.wasm.signature.json");
+        std::fs::write(&sig, "{}").unwrap();
+        let f = fetch(&client, &src).await.unwrap();
+        assert_eq!(f.signature.as_deref(), Some("{}"));
+    }
+
+    #[test]
+    fn the_signature_key_of_the_referenced_configmap_is_read() {
+        let cm = ConfigMap {
+            binary_data: Some(BTreeMap::from([(
+                DEFAULT_KEY.to_string(),
+                ByteString(b"\0asm".to_vec()),
+            )])),
+            data: Some(BTreeMap::from([(
+                crate::signing::SIGNATURE_KEY.to_string(),
+                "sig".to_string(),
+            )])),
+            ..ConfigMap::default()
+        };
+        let f = from_configmaps(&src(), Some(&cm), |_| None, None).unwrap();
+        assert_eq!(f.signature.as_deref(), Some("sig"));
     }
 }

@@ -236,18 +236,25 @@ async fn pass(
         .selections
         .select(&ctl.target, key, &observed.parent, plugin.as_ref())
         .await;
-    let result = match selection {
+    let (req, result) = match selection {
         Ok(selection) => {
             selection.narrow(&ctl.target, &mut observed);
             let req = decide::request(&ctl.target, &observed, &now_rfc3339());
             ctl.count_call();
-            plugin.reconcile(&req, &ctl.target.limits).await
+            let result = plugin.reconcile(&req, &ctl.target.limits).await;
+            (Some(req), result)
         }
-        Err(e) => Err(e),
+        Err(e) => (None, Err(e)),
     };
     let took = started.elapsed();
-    drop(plugin);
     let decision = decide::decide(&ctl.target, &observed, ctl.as_ref(), &result);
+    // A pass whose `customize` failed made no reconcile call: nothing to record.
+    if let (Some(rec), Some(req)) = (&ctl.recorder, &req) {
+        let digest = plugin.digest();
+        let x = crate::record::exchange(&ctl.target, &observed, req, &result, &decision, digest);
+        rec.record(x);
+    }
+    drop(plugin);
     report_call(ctl, took, &result, &decision);
     let parent = observed.parent;
     match decision {

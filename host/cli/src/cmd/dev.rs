@@ -62,6 +62,8 @@ pub struct DevArgs {
     pub no_simulate: bool,
     #[command(flatten)]
     pub simulate: crate::cmd::simulate::SimulateTuning,
+    #[command(flatten)]
+    pub record: crate::cmd::record_args::RecordArgs,
 }
 
 impl DevArgs {
@@ -164,6 +166,7 @@ async fn run_host(
     let opts = wr_engine::ManagerOptions {
         // A plugin author's edit should show within a second even without the watcher.
         plugin_poll: Duration::from_secs(1),
+        recorder: args.record.recorder()?,
         ..Default::default()
     };
     let manager = wr_engine::Manager::new(engine_client, loader, opts);

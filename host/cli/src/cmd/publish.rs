@@ -60,6 +60,16 @@ pub struct PublishArgs {
     /// this binary, whose world this binary does not know).
     #[arg(long)]
     pub skip_check: bool,
+    /// Sign the component's digest with this ed25519 private key (PKCS#8
+    /// PEM from `wasm-reconciler keygen` or `openssl genpkey -algorithm
+    /// ed25519`): the signature goes into the referenced ConfigMap's
+    /// `data["signature.json"]`, checked against `spec.plugin.signature`.
+    #[arg(long, value_name = "KEY")]
+    pub sign: Option<PathBuf>,
+    /// With --sign: also write the signature to this file (for a `path`
+    /// source, put it beside the component as `<file>.signature.json`).
+    #[arg(long, value_name = "FILE", requires = "sign")]
+    pub signature_out: Option<PathBuf>,
     /// Directory of the precompiled-plugin cache used by the check.
     #[arg(long, value_name = "DIR", env = "WASM_RECONCILER_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
@@ -109,9 +119,16 @@ pub fn run(args: PublishArgs) -> anyhow::Result<ExitCode> {
         zstd_level: args.zstd_level,
         ..PublishOptions::default()
     };
-    let cms = chunked::to_configmaps(&bytes, &args.name, &args.namespace, &args.key, opts)
+    let mut cms = chunked::to_configmaps(&bytes, &args.name, &args.namespace, &args.key, opts)
         .context("encoding the component")?;
     let digest = wr_engine::plugin_source::digest(&bytes);
+    if let Some(key) = &args.sign {
+        let signature = sign(key, &digest, &mut cms)?;
+        if let Some(out) = &args.signature_out {
+            std::fs::write(out, &signature)
+                .with_context(|| format!("writing {}", out.display()))?;
+        }
+    }
     tracing::info!(digest = %digest, configmaps = cms.len(), bytes = bytes.len(), "component encoded");
     if !args.apply {
         print!("{}", to_yaml(&cms)?);
@@ -135,6 +152,26 @@ pub fn run(args: PublishArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Signs `digest` with the key in `key_path` and stores the signature in the
+/// referenced ConfigMap (the last of `cms`); returns the signature's text.
+fn sign(key_path: &std::path::Path, digest: &str, cms: &mut [ConfigMap]) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(key_path)
+        .with_context(|| format!("reading --sign {}", key_path.display()))?;
+    let key = wr_engine::signing::parse_private_key(&text)
+        .with_context(|| format!("--sign {}", key_path.display()))?;
+    let signature = wr_engine::signing::sign(&key, digest);
+    let json = serde_json::to_string_pretty(&signature).context("rendering the signature")?;
+    let referenced = cms
+        .last_mut()
+        .context("no ConfigMap to carry the signature")?;
+    referenced
+        .data
+        .get_or_insert_with(Default::default)
+        .insert(wr_engine::signing::SIGNATURE_KEY.to_string(), json.clone());
+    tracing::info!(digest = %digest, key_id = %signature.key_id, "component signed");
+    Ok(json)
 }
 
 /// Multi-document YAML, in apply order.
@@ -238,6 +275,44 @@ async fn prune(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--sign` puts the signature into the referenced ConfigMap (the last,
+    /// holding the manifest when chunked), where the host verifies it.
+    #[test]
+    fn sign_stores_a_verifiable_signature_in_the_referenced_configmap() {
+        let dir = tempfile::tempdir().unwrap();
+        let (private, _, public) = wr_engine::signing::generate([3; 32]).unwrap();
+        let key = dir.path().join("k");
+        std::fs::write(&key, private).unwrap();
+        // Incompressible, so it is chunked.
+        let mut component = b"\0asm".to_vec();
+        let mut x: u32 = 9;
+        for _ in 0..20_000 {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            component.push((x >> 24) as u8);
+        }
+        let opts = PublishOptions {
+            max_chunk_bytes: 1_000,
+            zstd_level: 1,
+        };
+        let mut cms = chunked::to_configmaps(&component, "p", "ns", "plugin.wasm", opts).unwrap();
+        let digest = wr_engine::plugin_source::digest(&component);
+        sign(&key, &digest, &mut cms).unwrap();
+        let last = cms.last().unwrap().data.as_ref().unwrap();
+        assert!(last.contains_key(chunked::MANIFEST_KEY));
+        let policy = wr_engine::crd::SignaturePolicy {
+            trusted_keys: vec![public],
+        };
+        let text = last
+            .get(wr_engine::signing::SIGNATURE_KEY)
+            .map(String::as_str);
+        assert_eq!(
+            wr_engine::signing::verify(Some(&policy), &digest, text),
+            Ok(())
+        );
+        let others = &cms[..cms.len() - 1];
+        assert!(others.iter().all(|c| c.data.is_none()));
+    }
 
     #[test]
     fn yaml_lists_chunks_before_the_manifest_and_parses_back() {

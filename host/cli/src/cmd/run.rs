@@ -99,6 +99,8 @@ pub struct RunArgs {
     /// `--leader-elect`.
     #[arg(long)]
     pub shard_group: Option<String>,
+    #[command(flatten)]
+    pub record: super::record_args::RecordArgs,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -258,6 +260,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     let opts = wr_engine::ManagerOptions {
         default_resync: Duration::from_secs(args.resync_seconds),
         observer: Some(Arc::new(observer)),
+        recorder: args.record.recorder()?,
         ..Default::default()
     };
     let manager = wr_engine::Manager::new(client.clone(), loader, opts);

@@ -51,6 +51,8 @@ pub struct ControllerSettings {
     pub nudge: Option<Nudge>,
     /// Which parents this process reconciles (sharding); `None`: all.
     pub admission: Option<Arc<dyn crate::admission::Admission>>,
+    /// Records each plugin call ([`crate::record`]).
+    pub recorder: Option<Arc<crate::record::Recorder>>,
 }
 
 /// A started controller; stop it with [`ControllerHandle::stop`].
@@ -185,6 +187,7 @@ pub(crate) async fn start(
         status_rejections: Mutex::default(),
         nudge: settings.nudge.clone(),
         selections: Default::default(),
+        recorder: settings.recorder.clone(),
         target,
     });
     let subs = subscribe(&ctl);

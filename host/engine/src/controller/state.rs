@@ -79,6 +79,8 @@ pub(crate) struct Controller {
     pub nudge: Option<Nudge>,
     /// Per parent: its cached `customize` answer ([`crate::related`]).
     pub selections: crate::related::Selections,
+    /// Records each plugin call (`crate::record`); `None`: not recording.
+    pub recorder: Option<Arc<crate::record::Recorder>>,
 }
 
 impl Source for Controller {
