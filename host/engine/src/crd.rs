@@ -152,12 +152,26 @@ impl ChildResource {
 }
 
 /// Update strategy of one child kind (Metacontroller semantics).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UpdateStrategy {
-    /// InPlace (default), Recreate or OnDelete.
+    /// InPlace (default), Recreate, OnDelete, RollingInPlace or RollingRecreate.
     #[serde(default)]
     pub method: UpdateMethod,
+    /// Rolling methods: when a child counts as updated and available. Without
+    /// checks a child counts as available once it matches the desired state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_checks: Option<StatusChecks>,
+    /// Rolling methods: how many children of this kind may be updating (or
+    /// failing the status checks) at once. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_unavailable: Option<u32>,
+    /// Rolling methods: how long one updated child may fail the status checks
+    /// before the rollout is reported `Stalled` on the parent. Default 600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub progress_deadline_seconds: Option<u32>,
 }
 
 /// How an existing child is brought to the desired state.
@@ -170,7 +184,131 @@ pub enum UpdateMethod {
     Recreate,
     /// Never update existing children; only create missing ones.
     OnDelete,
+    /// Like InPlace, `maxUnavailable` children at a time, each waiting until the
+    /// updated ones pass the `statusChecks`.
+    RollingInPlace,
+    /// Like Recreate, `maxUnavailable` children at a time, each waiting until
+    /// the recreated ones pass the `statusChecks`.
+    RollingRecreate,
 }
+
+impl UpdateMethod {
+    /// True for the rolling methods.
+    pub fn is_rolling(self) -> bool {
+        matches!(self, Self::RollingInPlace | Self::RollingRecreate)
+    }
+}
+
+// --- Rolling update status checks (issue #18 item 2) ---
+
+/// What a child of a rolling kind must show to count as available. Every
+/// listed check must pass.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusChecks {
+    /// Conditions in the child's `status.conditions`, e.g. `Ready=True`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<ConditionCheck>,
+    /// Field equalities, e.g. `status.observedGeneration == metadata.generation`
+    /// (use it with RollingInPlace: a `Ready` condition may still be the one
+    /// from before the update).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<FieldCheck>,
+}
+
+/// One condition a child must have.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionCheck {
+    /// Condition type, e.g. `Ready`.
+    #[serde(rename = "type")]
+    #[schemars(length(min = 1))]
+    pub type_: String,
+    /// Wanted status. Default `True`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Wanted reason, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One field of a child that must equal another field or a value.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.equalsPath) != has(self.value)", "message": "exactly one of equalsPath or value must be set"}
+]))]
+pub struct FieldCheck {
+    /// Dotted path in the child, e.g. `status.observedGeneration`.
+    #[schemars(length(min = 1))]
+    pub path: String,
+    /// Dotted path of the field it must equal, e.g. `metadata.generation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equals_path: Option<String>,
+    /// Or the value it must equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_json_opt")]
+    pub value: Option<serde_json::Value>,
+}
+
+fn any_json_opt(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    any_json(g)
+}
+
+/// Checks an update strategy's rules the schema cannot express; `field` is
+/// the strategy's path, e.g. `spec.childResources[0].updateStrategy`.
+fn check_strategy(field: &str, s: &UpdateStrategy) -> Result<(), SpecError> {
+    if !s.method.is_rolling() {
+        for (set, name) in [
+            (s.status_checks.is_some(), "statusChecks"),
+            (s.max_unavailable.is_some(), "maxUnavailable"),
+            (
+                s.progress_deadline_seconds.is_some(),
+                "progressDeadlineSeconds",
+            ),
+        ] {
+            if set {
+                return Err(err(
+                    &format!("{field}.{name}"),
+                    "only used by the RollingInPlace and RollingRecreate methods",
+                ));
+            }
+        }
+    }
+    if s.max_unavailable == Some(0) {
+        return Err(err(
+            &format!("{field}.maxUnavailable"),
+            "must be at least 1",
+        ));
+    }
+    if s.progress_deadline_seconds == Some(0) {
+        return Err(err(
+            &format!("{field}.progressDeadlineSeconds"),
+            "must be at least 1",
+        ));
+    }
+    let checks = s.status_checks.as_ref();
+    for (i, c) in checks.map_or(&[][..], |c| &c.conditions).iter().enumerate() {
+        if c.type_.is_empty() {
+            return Err(err(
+                &format!("{field}.statusChecks.conditions[{i}].type"),
+                "must not be empty",
+            ));
+        }
+    }
+    for (i, f) in checks.map_or(&[][..], |c| &c.fields).iter().enumerate() {
+        let at = format!("{field}.statusChecks.fields[{i}]");
+        if f.path.is_empty() {
+            return Err(err(&format!("{at}.path"), "must not be empty"));
+        }
+        if f.equals_path.is_some() == f.value.is_some() {
+            return Err(err(&at, "exactly one of equalsPath or value must be set"));
+        }
+    }
+    Ok(())
+}
+
+// --- end of rolling update status checks ---
 
 /// Where the plugin component comes from.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -387,6 +525,9 @@ impl WasmControllerSpec {
                 &c.resource,
                 &c.kind,
             )?;
+            if let Some(u) = &c.update_strategy {
+                check_strategy(&format!("spec.childResources[{i}].updateStrategy"), u)?;
+            }
         }
         for (i, r) in self.related.iter().enumerate() {
             let field = format!("spec.related[{i}]");
@@ -568,6 +709,37 @@ mod tests {
         assert_eq!(s.validate().unwrap_err().field, "spec.plugin.sha256");
         s.plugin.sha256 = Some("a".repeat(64));
         assert_eq!(s.validate(), Ok(()));
+    }
+
+    #[test]
+    fn rolling_settings_are_checked_naming_the_field() {
+        let mut s = spec();
+        let strategy = |v: serde_json::Value| serde_json::from_value::<UpdateStrategy>(v).unwrap();
+        s.child_resources[0].update_strategy = Some(strategy(serde_json::json!({
+            "method": "RollingInPlace", "maxUnavailable": 2, "progressDeadlineSeconds": 30,
+            "statusChecks": {"conditions": [{"type": "Ready"}],
+                             "fields": [{"path": "status.observedGeneration", "equalsPath": "metadata.generation"}]}
+        })));
+        assert_eq!(s.validate(), Ok(()));
+        assert!(s.child_resources[0].method().is_rolling());
+        for (v, field) in [
+            (
+                serde_json::json!({"method": "InPlace", "maxUnavailable": 2}),
+                "spec.childResources[0].updateStrategy.maxUnavailable",
+            ),
+            (
+                serde_json::json!({"method": "RollingRecreate", "progressDeadlineSeconds": 0}),
+                "spec.childResources[0].updateStrategy.progressDeadlineSeconds",
+            ),
+            (
+                serde_json::json!({"method": "RollingRecreate",
+                    "statusChecks": {"fields": [{"path": "status.x", "value": 1, "equalsPath": "spec.x"}]}}),
+                "spec.childResources[0].updateStrategy.statusChecks.fields[0]",
+            ),
+        ] {
+            s.child_resources[0].update_strategy = Some(strategy(v));
+            assert_eq!(s.validate().unwrap_err().field, field);
+        }
     }
 
     #[test]

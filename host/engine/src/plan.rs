@@ -119,7 +119,7 @@ pub async fn plan_parent(
     let result = plugin.reconcile(&req, &target.limits).await;
     let current = observed.parent.data.get("status");
     let generation = observed.parent.metadata.generation;
-    match decide::decide(target, &observed, snap, &result) {
+    match decide::decide(target, &observed, snap, &result, now) {
         Decision::Failed(f) => {
             status_effect(&mut out, target, current, generation, &f.status, now);
             out.result = ParentResult::Error;
@@ -161,10 +161,12 @@ pub async fn plan_parent(
             }
             let writes = out.status_write
                 || out.finalizer.is_some()
-                || out
-                    .children
-                    .iter()
-                    .any(|c| !matches!(c.action, PlannedAction::Unchanged | PlannedAction::Leave));
+                || out.children.iter().any(|c| {
+                    !matches!(
+                        c.action,
+                        PlannedAction::Unchanged | PlannedAction::Leave | PlannedAction::Queued
+                    )
+                });
             out.result = if writes {
                 ParentResult::Changes
             } else {
@@ -190,12 +192,16 @@ fn child_plan(
         ChildAction::Recreate { .. } => PlannedAction::Recreate,
         ChildAction::Left => PlannedAction::Leave,
         ChildAction::Collision(_) => PlannedAction::Conflict,
+        ChildAction::Queued(_) => PlannedAction::Queued,
     };
     let changes = match existing {
         Some(e)
             if matches!(
                 action,
-                PlannedAction::Change | PlannedAction::Recreate | PlannedAction::Leave
+                PlannedAction::Change
+                    | PlannedAction::Recreate
+                    | PlannedAction::Leave
+                    | PlannedAction::Queued
             ) =>
         {
             fields::child_changes(
@@ -215,7 +221,10 @@ fn child_plan(
         action,
         uid: step.existing_uid.clone(),
         changes,
-        message: step.collision().map(|p| p.message),
+        message: match &step.action {
+            ChildAction::Queued(why) => Some(why.clone()),
+            _ => step.collision().map(|p| p.message),
+        },
     }
 }
 

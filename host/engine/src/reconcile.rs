@@ -226,14 +226,15 @@ async fn pass(
         return Ok(Some(wait));
     }
     let observed = decide::observe(&ctl.target, parent, ctl.as_ref());
-    let req = decide::request(&ctl.target, &observed, &now_rfc3339());
+    let now = now_rfc3339();
+    let req = decide::request(&ctl.target, &observed, &now);
     ctl.count_call();
     let plugin = ctl.plugin();
     let started = std::time::Instant::now();
     let result = plugin.reconcile(&req, &ctl.target.limits).await;
     let took = started.elapsed();
     drop(plugin);
-    let decision = decide::decide(&ctl.target, &observed, ctl.as_ref(), &result);
+    let decision = decide::decide(&ctl.target, &observed, ctl.as_ref(), &result, &now);
     report_call(ctl, took, &result, &decision);
     let parent = observed.parent;
     match decision {
@@ -357,6 +358,9 @@ async fn execute_answer(
     let uid = parent.metadata.uid.clone().unwrap_or_default();
     let on = regarding(ctl, parent);
     let mut problems: Vec<ChildProblem> = Vec::new();
+    if let Some(problem) = a.stalled() {
+        tracing::warn!(action = "rollout-stalled", reason = %problem.message, "rolling update stopped");
+    }
     for step in &a.children {
         if let Err(p) = apply_child(ctl, step, &uid, &on).await {
             problems.push(p);
@@ -367,7 +371,8 @@ async fn execute_answer(
             problems.push(p);
         }
     }
-    let seen: Vec<Problem> = problems.iter().map(|p| p.problem.clone()).collect();
+    let mut seen: Vec<Problem> = problems.iter().map(|p| p.problem.clone()).collect();
+    seen.extend(a.stalled());
     let settle = a.settle(&seen);
     if let Some(update) = settle.status {
         write_status(ctl, key, api, parent, update).await?;
@@ -454,7 +459,10 @@ async fn apply_child(
     // Two rounds at most: a create that finds an existing object looks at it once.
     for _ in 0..2 {
         match &action {
-            ChildAction::Unchanged | ChildAction::Left | ChildAction::Wait => return Ok(()),
+            ChildAction::Unchanged
+            | ChildAction::Left
+            | ChildAction::Wait
+            | ChildAction::Queued(_) => return Ok(()),
             ChildAction::Collision(why) => {
                 let message = apply::collision_message(label, why);
                 tracing::warn!(action = "collision", child = %label, "child name taken by another owner");

@@ -37,6 +37,8 @@ pub struct TargetChild {
     pub resolved: Resolved,
     /// Its update strategy.
     pub method: UpdateMethod,
+    /// The rolling settings (used by the rolling methods only).
+    pub rolling: crate::decide::rolling::Rolling,
 }
 
 /// A related rule.
@@ -176,6 +178,7 @@ impl Target {
             children.push(TargetChild {
                 resolved: r,
                 method: c.method(),
+                rolling: crate::decide::rolling::Rolling::from_strategy(c.update_strategy.as_ref()),
             });
         }
         let mut related = Vec::new();

@@ -47,6 +47,7 @@ pub fn target(method: UpdateMethod, finalize: bool) -> Target {
         children: vec![TargetChild {
             resolved: resolved("v1", "ConfigMap", "configmaps"),
             method,
+            rolling: Default::default(),
         }],
         related: vec![],
         config: Some(json!({"k": 1})),

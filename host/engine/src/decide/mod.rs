@@ -43,6 +43,7 @@ use crate::status::{DesiredCondition, StatusUpdate, next_status};
 use crate::target::Target;
 use crate::validate::{DesiredChild, validate_response};
 
+pub mod rolling;
 #[cfg(test)]
 mod tests;
 
@@ -406,6 +407,9 @@ pub struct Answer {
     pub finalized: bool,
     /// The plugin's requested requeue.
     pub requeue_after: Option<Duration>,
+    /// The rolling update of the rolling child kinds, if any
+    /// ([`rolling::gate`]).
+    pub rollout: Option<rolling::Rollout>,
 }
 
 /// The result of [`decide`].
@@ -441,13 +445,14 @@ pub fn failed_status(reason: &str, message: &str) -> StatusUpdate {
 }
 
 /// Decides everything one reconcile does with the plugin's `result` for
-/// `observed`; `src` tells what object (any owner) sits at each name the
-/// plugin's children take.
+/// `observed` at `now` (RFC 3339, for rolling-update deadlines); `src` tells
+/// what object (any owner) sits at each name the plugin's children take.
 pub fn decide(
     target: &Target,
     observed: &Observed,
     src: &dyn Source,
     result: &Result<ReconcileResponse, PluginError>,
+    now: &str,
 ) -> Decision {
     let resp = match result {
         Ok(r) => r,
@@ -465,8 +470,11 @@ pub fn decide(
         }
     };
     let parent = &observed.parent;
+    let mut children = child_steps(target, parent, src, &desired);
+    let rollout = rolling::gate(target, &mut children, src, now);
     Decision::Answered(Answer {
-        children: child_steps(target, parent, src, &desired),
+        children,
+        rollout,
         deletes: delete_steps(target, observed, &desired),
         conditions: resp
             .conditions
@@ -598,12 +606,19 @@ impl ChildStep {
 }
 
 impl Answer {
-    /// The problems known before any write (collisions), in child order.
+    /// The problems known before any write (collisions in child order,
+    /// then a stalled rollout).
     pub fn known_problems(&self) -> Vec<Problem> {
         self.children
             .iter()
             .filter_map(ChildStep::collision)
+            .chain(self.stalled())
             .collect()
+    }
+
+    /// The stalled rollout, if any: a problem no write can fix.
+    pub fn stalled(&self) -> Option<Problem> {
+        self.rollout.as_ref().and_then(|r| r.stalled.clone())
     }
 
     /// Rules 7–8: the status, finalizer and requeue once the writes met
@@ -617,6 +632,7 @@ impl Answer {
         let remove_finalizer = self.deleting && self.finalized && problems.is_empty();
         let status = (!remove_finalizer).then(|| {
             let mut conditions = vec![ready];
+            conditions.extend(self.rollout.as_ref().map(|r| r.condition.clone()));
             conditions.extend(self.conditions.iter().cloned());
             StatusUpdate {
                 conditions,
@@ -627,7 +643,12 @@ impl Answer {
         let requeue = if remove_finalizer {
             Requeue::Never
         } else {
-            self.requeue_after.map_or(Requeue::Resync, Requeue::Within)
+            let recheck = self.rollout.as_ref().and_then(|r| r.recheck);
+            let first = match (self.requeue_after, recheck) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            first.map_or(Requeue::Resync, Requeue::Within)
         };
         Settle {
             status,

@@ -252,7 +252,10 @@ impl<'a> Converter<'a> {
                 api_version,
                 resource: Some(resource),
                 kind: None,
-                update_strategy: Some(UpdateStrategy { method }),
+                update_strategy: Some(UpdateStrategy {
+                    method,
+                    ..UpdateStrategy::default()
+                }),
             });
         }
         Ok((children, types))
