@@ -50,8 +50,15 @@ pub const GROUP: &str = "wasm-reconciler.dev";
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WasmControllerSpec {
-    /// The resource whose objects this controller reconciles.
-    pub parent_resource: ResourceRef,
+    /// The resource whose objects this controller reconciles (exactly one of
+    /// `parentResource` and `decorate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_resource: Option<ResourceRef>,
+    /// Decorator mode: existing objects to attach children to instead of a
+    /// parent kind this controller owns (exactly one of `parentResource` and
+    /// `decorate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decorate: Option<Decorate>,
     /// Kinds the plugin may create; the host watches them and deletes undesired ones.
     #[serde(default)]
     pub child_resources: Vec<ChildResource>,
@@ -92,6 +99,115 @@ pub enum StatusMode {
     /// removed, as Metacontroller does.
     Replace,
 }
+
+// --- Decorator mode (issue #18 item 3) ---
+
+/// Decorator mode: the controller attaches children to existing objects of
+/// `resource` that match the selectors. The host never writes their spec; it
+/// puts its finalizer on them only when `spec.finalize` is set, writes their
+/// status only when `writeStatus` is set, and deletes the children of an
+/// object that stops matching.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Decorate {
+    /// The decorated resource.
+    pub resource: ResourceRef,
+    /// Objects whose labels match; all when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+    /// Objects whose annotations match; all when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotation_selector: Option<AnnotationSelector>,
+    /// Write the host's conditions and the plugin's status into the decorated
+    /// object's `.status`. Default false: the status belongs to its owner.
+    #[serde(default)]
+    pub write_status: bool,
+}
+
+/// A label selector applied to annotations.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnnotationSelector {
+    /// Annotations that must be present with exactly these values.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub match_annotations: std::collections::BTreeMap<String, String>,
+    /// Requirements (`In`, `NotIn`, `Exists`, `DoesNotExist`) on annotations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions:
+        Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement>,
+}
+
+impl AnnotationSelector {
+    /// The same rules as a [`LabelSelector`] (to be matched against annotations).
+    pub fn as_label_selector(&self) -> LabelSelector {
+        LabelSelector {
+            match_labels: Some(self.match_annotations.clone()),
+            match_expressions: Some(self.match_expressions.clone()),
+        }
+    }
+}
+
+/// An absent resource reference (what [`WasmControllerSpec::parent_ref`]
+/// returns for a spec that sets neither field, which `validate` rejects).
+static NO_RESOURCE: ResourceRef = ResourceRef {
+    api_version: String::new(),
+    resource: None,
+    kind: None,
+};
+
+impl WasmControllerSpec {
+    /// The resource whose objects are reconciled: `parentResource`, or the
+    /// decorated resource.
+    pub fn parent_ref(&self) -> &ResourceRef {
+        match (&self.parent_resource, &self.decorate) {
+            (Some(p), _) => p,
+            (None, Some(d)) => &d.resource,
+            (None, None) => &NO_RESOURCE,
+        }
+    }
+
+    /// `spec.parentResource` or `spec.decorate.resource`, for errors.
+    pub fn parent_field(&self) -> &'static str {
+        if self.decorate.is_some() && self.parent_resource.is_none() {
+            "spec.decorate.resource"
+        } else {
+            "spec.parentResource"
+        }
+    }
+}
+
+fn check_decorate(s: &WasmControllerSpec) -> Result<(), SpecError> {
+    match (&s.parent_resource, &s.decorate) {
+        (Some(_), Some(_)) => Err(err(
+            "spec.decorate",
+            "parentResource and decorate are mutually exclusive: set exactly one",
+        )),
+        (None, None) => Err(err(
+            "spec.parentResource",
+            "exactly one of parentResource or decorate must be set",
+        )),
+        (_, Some(d)) => {
+            for (field, sel) in [
+                ("spec.decorate.labelSelector", d.label_selector.clone()),
+                (
+                    "spec.decorate.annotationSelector",
+                    d.annotation_selector
+                        .as_ref()
+                        .map(AnnotationSelector::as_label_selector),
+                ),
+            ] {
+                if let Some(sel) = sel {
+                    kube::core::Selector::try_from(sel)
+                        .map_err(|e| err(field, &format!("not a valid selector: {e}")))?;
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+// --- end of decorator mode ---
 
 /// A resource named by apiVersion plus either its plural `resource` or its `kind`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
@@ -512,11 +628,13 @@ impl WasmControllerSpec {
     /// Checks the rules the API server cannot check (or that an API server without
     /// CEL support skipped). The first violation is returned.
     pub fn validate(&self) -> Result<(), SpecError> {
+        check_decorate(self)?;
+        let parent = self.parent_ref();
         check_ref(
-            "spec.parentResource",
-            &self.parent_resource.api_version,
-            &self.parent_resource.resource,
-            &self.parent_resource.kind,
+            self.parent_field(),
+            &parent.api_version,
+            &parent.resource,
+            &parent.kind,
         )?;
         for (i, c) in self.child_resources.iter().enumerate() {
             check_ref(
@@ -740,6 +858,38 @@ mod tests {
             s.child_resources[0].update_strategy = Some(strategy(v));
             assert_eq!(s.validate().unwrap_err().field, field);
         }
+    }
+
+    #[test]
+    fn decorate_and_parent_resource_are_mutually_exclusive_naming_the_field() {
+        let mut s = spec();
+        let d: Decorate = serde_json::from_value(serde_json::json!({
+            "resource": {"apiVersion": "v1", "resource": "namespaces"},
+            "labelSelector": {"matchLabels": {"team": "a"}},
+            "annotationSelector": {"matchAnnotations": {"decorate": "yes"}}
+        }))
+        .unwrap();
+        s.decorate = Some(d.clone());
+        assert_eq!(s.validate().unwrap_err().field, "spec.decorate");
+        s.parent_resource = None;
+        assert_eq!(s.validate(), Ok(()));
+        assert_eq!(s.parent_ref(), &d.resource);
+        s.decorate = None;
+        assert_eq!(s.validate().unwrap_err().field, "spec.parentResource");
+        let mut bad = d.clone();
+        bad.resource.kind = Some("Namespace".into());
+        s.decorate = Some(bad);
+        assert_eq!(s.validate().unwrap_err().field, "spec.decorate.resource");
+        let mut bad = d;
+        bad.label_selector = serde_json::from_value(serde_json::json!(
+            {"matchExpressions": [{"key": "a", "operator": "Sideways"}]}
+        ))
+        .unwrap();
+        s.decorate = Some(bad);
+        assert_eq!(
+            s.validate().unwrap_err().field,
+            "spec.decorate.labelSelector"
+        );
     }
 
     #[test]

@@ -116,12 +116,18 @@ pub async fn plan_parent(
     let parent = decide::with_finalizer(target, parent, admission.finalizer);
     let observed = decide::observe(target, parent, snap);
     let req = decide::request(target, &observed, now);
-    let result = plugin.reconcile(&req, &target.limits).await;
+    let result = if target.selects(&observed.parent) {
+        plugin.reconcile(&req, &target.limits).await
+    } else {
+        Ok(decide::detached())
+    };
     let current = observed.parent.data.get("status");
     let generation = observed.parent.metadata.generation;
     match decide::decide(target, &observed, snap, &result, now) {
         Decision::Failed(f) => {
-            status_effect(&mut out, target, current, generation, &f.status, now);
+            if target.writes_status(&observed.parent) {
+                status_effect(&mut out, target, current, generation, &f.status, now);
+            }
             out.result = ParentResult::Error;
             out.error = Some(f.failure);
         }
@@ -156,7 +162,11 @@ pub async fn plan_parent(
             if settle.remove_finalizer {
                 out.finalizer = Some(FinalizerChange::Remove);
             }
-            if let Some(update) = &settle.status {
+            if let Some(update) = settle
+                .status
+                .as_ref()
+                .filter(|_| target.writes_status(&observed.parent))
+            {
                 status_effect(&mut out, target, current, generation, update, now);
             }
             let writes = out.status_write

@@ -228,14 +228,22 @@ async fn pass(
     let observed = decide::observe(&ctl.target, parent, ctl.as_ref());
     let now = now_rfc3339();
     let req = decide::request(&ctl.target, &observed, &now);
-    ctl.count_call();
-    let plugin = ctl.plugin();
-    let started = std::time::Instant::now();
-    let result = plugin.reconcile(&req, &ctl.target.limits).await;
-    let took = started.elapsed();
-    drop(plugin);
-    let decision = decide::decide(&ctl.target, &observed, ctl.as_ref(), &result, &now);
-    report_call(ctl, took, &result, &decision);
+    let decision = if ctl.target.selects(&observed.parent) {
+        ctl.count_call();
+        let plugin = ctl.plugin();
+        let started = std::time::Instant::now();
+        let result = plugin.reconcile(&req, &ctl.target.limits).await;
+        let took = started.elapsed();
+        drop(plugin);
+        let decision = decide::decide(&ctl.target, &observed, ctl.as_ref(), &result, &now);
+        report_call(ctl, took, &result, &decision);
+        decision
+    } else {
+        // Decorator mode, not selected (any more): its attachments go, and
+        // the plugin is not called.
+        let detached = Ok(decide::detached());
+        decide::decide(&ctl.target, &observed, ctl.as_ref(), &detached, &now)
+    };
     let parent = observed.parent;
     match decision {
         Decision::Failed(f) => {
@@ -622,6 +630,10 @@ async fn write_status(
     parent: &DynamicObject,
     update: StatusUpdate,
 ) -> Result<(), Fail> {
+    if !ctl.target.writes_status(parent) {
+        // Decorator mode without `writeStatus`: the status is its owner's.
+        return Ok(());
+    }
     let mut fresh: Option<DynamicObject> = None;
     for _ in 0..=CONFLICT_RETRIES {
         let base = fresh.as_ref().unwrap_or(parent);

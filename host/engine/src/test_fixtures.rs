@@ -56,6 +56,7 @@ pub fn target(method: UpdateMethod, finalize: bool) -> Target {
         resync: None,
         status_schema: SchemaCheck::BuiltIn,
         status_mode: crate::status::StatusMode::Merge,
+        decorate: None,
     }
 }
 

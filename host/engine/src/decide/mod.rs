@@ -102,6 +102,9 @@ pub enum Then {
 pub fn admit(target: &Target, parent: &DynamicObject, hold: Option<&Hold>) -> Admission {
     let deleting = parent.metadata.deletion_timestamp.is_some();
     let has_fin = finalize::has_finalizer(parent, &target.finalizer);
+    // Decorator mode: an object that does not match (any more) gets no
+    // finalizer, and loses this host's.
+    let finalize = target.finalize && target.selects(parent);
     let stop = |finalizer, why| Admission {
         finalizer,
         then: Then::Stop(why),
@@ -109,13 +112,13 @@ pub fn admit(target: &Target, parent: &DynamicObject, hold: Option<&Hold>) -> Ad
     if deleting && !has_fin {
         return stop(None, "being deleted without this controller's finalizer");
     }
-    if deleting && !target.finalize {
+    if deleting && !finalize {
         return stop(
             Some(FinalizerChange::Remove),
             "being deleted and finalize is off: finalizer released",
         );
     }
-    let finalizer = match (target.finalize, has_fin) {
+    let finalizer = match (finalize, has_fin) {
         (true, false) if !deleting => Some(FinalizerChange::Add),
         (false, true) => Some(FinalizerChange::Remove),
         _ => None,
@@ -441,6 +444,20 @@ pub fn failed_status(reason: &str, message: &str) -> StatusUpdate {
         conditions: vec![DesiredCondition::ready(false, reason, message)],
         replace_conditions: false,
         plugin_status: None,
+    }
+}
+
+/// What stands for the plugin's answer for an object a decorator no longer
+/// selects (the plugin is not called): no children, so its attachments are
+/// deleted, and finalized.
+pub fn detached() -> ReconcileResponse {
+    ReconcileResponse {
+        children: Vec::new(),
+        conditions: Vec::new(),
+        status: None,
+        requeue_after_seconds: None,
+        events: Vec::new(),
+        finalized: true,
     }
 }
 

@@ -164,7 +164,8 @@ impl<'a> Converter<'a> {
             },
         };
         let spec = WasmControllerSpec {
-            parent_resource: parent,
+            parent_resource: Some(parent),
+            decorate: None,
             child_resources: children,
             plugin,
             finalize: hooks.finalize,
