@@ -16,6 +16,9 @@ use wr_tests::cluster::*;
 
 const HOST: &str = "wasm-reconciler/team-defaults";
 
+/// One plugin call: the Namespace and its attachments' names.
+type Call = (String, Vec<String>);
+
 async fn namespace(env: &Env, name: &str, team: Option<&str>) -> Result<()> {
     let api: Api<Namespace> = Api::all(env.client.clone());
     let mut ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
@@ -54,8 +57,7 @@ async fn a_decorator_attaches_children_to_selected_objects_only_and_never_writes
     namespace(&env, "n1", Some("a")).await?;
     namespace(&env, "n2", None).await?;
     namespace(&env, "n3", Some("b")).await?;
-    // (namespace, its attachments' names) of every plugin call.
-    let seen: Arc<Mutex<Vec<(String, Vec<String>)>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<Call>>> = Arc::default();
     let log = seen.clone();
     let plugin = ScriptPlugin::new("team-defaults", move |req, _| {
         let ns = req.parent["metadata"]["name"]
