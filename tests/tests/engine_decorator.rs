@@ -155,3 +155,111 @@ async fn a_decorator_attaches_children_to_selected_objects_only_and_never_writes
     env.stop_manager().await;
     Ok(())
 }
+
+/// With `finalize: true` the finalize protocol is the one of owned parents:
+/// the host's finalizer goes on each selected object before its attachment
+/// exists, a deleted object stays until the plugin reports `finalized`, and an
+/// object that stops matching loses the finalizer and its attachment. Here
+/// ConfigMaps selected by annotation each get a `<name>-shadow` ConfigMap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finalizing_decorator_puts_its_finalizer_only_on_selected_objects() -> Result<()> {
+    let mut env = Env::start().await?;
+    env.namespace("ns1").await?;
+    let plugin = ScriptPlugin::new("cm-shadow", |req, _| {
+        let name = req.parent["metadata"]["name"].as_str().unwrap_or("x");
+        let mut r = response(vec![json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("{name}-shadow")},
+            "data": {"of": name}
+        })]);
+        r.finalized = req.finalizing;
+        if req.finalizing {
+            r.children.clear();
+        }
+        Ok(r)
+    });
+    let path = env.plugin_file("cm-shadow", plugin)?;
+    env.create_controller(json!({
+        "apiVersion": "wasm-reconciler.dev/v1alpha1",
+        "kind": "WasmController",
+        "metadata": {"name": "cm-shadow"},
+        "spec": {
+            "decorate": {
+                "resource": {"apiVersion": "v1", "kind": "ConfigMap"},
+                "annotationSelector": {"matchAnnotations": {"example.com/shadow": "yes"}}
+            },
+            "childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "plugin": {"path": path.display().to_string()},
+            "finalize": true,
+            "resyncPeriodSeconds": 3600
+        }
+    }))
+    .await?;
+    env.start_manager();
+    let cms = env.configmaps("ns1");
+    let ns = env.ns("ns1");
+    let make = |name: &str, selected: bool| {
+        let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns}, "data": {"k": "v"}});
+        if selected {
+            cm["metadata"]["annotations"] = json!({"example.com/shadow": "yes"});
+        }
+        serde_json::from_value::<kube::api::DynamicObject>(cm)
+    };
+    cms.create(&PostParams::default(), &make("a", true)?)
+        .await?;
+    cms.create(&PostParams::default(), &make("b", false)?)
+        .await?;
+    let finalizer = "wasm-reconciler.dev/cm-shadow";
+    let has_fin = |o: &kube::api::DynamicObject| {
+        o.metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|x| x == finalizer))
+    };
+    eventually("a decorated: finalizer and attachment", 20, || async {
+        let a = cms.get("a").await.ok()?;
+        let shadow = cms.get_opt("a-shadow").await.ok()??;
+        (has_fin(&a) && shadow.data["data"]["of"] == "a").then_some(())
+    })
+    .await?;
+    let b = cms.get("b").await?;
+    assert!(!has_fin(&b), "an unselected object gets no finalizer");
+    assert!(cms.get_opt("b-shadow").await?.is_none());
+    // Never its data or status: the host's writes to `a` are the finalizer only.
+    assert!(cms.get("a").await?.data.get("status").is_none());
+
+    // No longer selected: finalizer and attachment go.
+    cms.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"example.com/shadow": null}}})),
+    )
+    .await?;
+    eventually("a released", 20, || async {
+        let a = cms.get("a").await.ok()?;
+        let shadow = cms.get_opt("a-shadow").await.ok()?;
+        (!has_fin(&a) && shadow.is_none()).then_some(())
+    })
+    .await?;
+
+    // Selected again, then deleted: it stays until the plugin finalized.
+    cms.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"example.com/shadow": "yes"}}})),
+    )
+    .await?;
+    eventually("a decorated again", 20, || async {
+        let a = cms.get("a").await.ok()?;
+        (has_fin(&a) && cms.get_opt("a-shadow").await.ok()?.is_some()).then_some(())
+    })
+    .await?;
+    cms.delete("a", &Default::default()).await?;
+    eventually("a finalized and gone", 20, || async {
+        (cms.get_opt("a").await.ok()?.is_none()).then_some(())
+    })
+    .await?;
+    env.stop_manager().await;
+    Ok(())
+}
