@@ -71,7 +71,7 @@ fn plugin() -> Arc<ScriptPlugin> {
     })
 }
 
-async fn setup(deadline: u32) -> Result<Env> {
+async fn setup(method: &str, deadline: u32) -> Result<Env> {
     let mut env = Env::start().await?;
     env.namespace("ns1").await?;
     install_crd(&env.client, gadget_crd()).await?;
@@ -85,7 +85,7 @@ async fn setup(deadline: u32) -> Result<Env> {
             "childResources": [{
                 "apiVersion": format!("{TEST_GROUP}/v1"), "resource": "gadgets",
                 "updateStrategy": {
-                    "method": "RollingInPlace",
+                    "method": method,
                     "progressDeadlineSeconds": deadline,
                     "statusChecks": {
                         "conditions": [{"type": "Ready", "status": "True"}],
@@ -236,9 +236,8 @@ async fn start_rollout(env: &Env, log: &Mutex<SimLog>) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rolling_in_place_updates_one_child_at_a_time() -> Result<()> {
-    let env = setup(600).await?;
+async fn one_child_at_a_time(method: &str) -> Result<()> {
+    let env = setup(method, 600).await?;
     let log = Arc::new(Mutex::new(SimLog::default()));
     let sim = simulate(gadgets(&env), None, log.clone());
     start_rollout(&env, &log).await?;
@@ -262,9 +261,14 @@ async fn rolling_in_place_updates_one_child_at_a_time() -> Result<()> {
     // host updated has not had its readiness written yet is two updates at once.
     let mut updating: BTreeSet<String> = BTreeSet::new();
     let mut order = Vec::new();
-    for r in env.writes("gadgets", None) {
+    let writes = env.writes("gadgets", None);
+    for r in &writes {
         let name = r.name.clone().unwrap_or_default();
-        let fm = r.field_manager.as_deref();
+        // Deletes carry no field manager; only the host deletes gadgets.
+        let fm = match r.verb.as_str() {
+            "delete" => Some(HOST),
+            _ => r.field_manager.as_deref(),
+        };
         match (fm, r.subresource.as_deref()) {
             (Some(HOST), None) if r.code < 300 => {
                 let others: Vec<&String> = updating.iter().filter(|n| **n != name).collect();
@@ -283,6 +287,15 @@ async fn rolling_in_place_updates_one_child_at_a_time() -> Result<()> {
         }
     }
     assert_eq!(order, ["w1-0", "w1-1", "w1-2", "w1-3", "w1-4"]);
+    let deletes = writes
+        .iter()
+        .filter(|r| r.verb == "delete" && r.code < 300)
+        .count();
+    let recreated = if method == "RollingRecreate" { 5 } else { 0 };
+    assert_eq!(
+        deletes, recreated,
+        "{method}: gadgets deleted to be recreated"
+    );
     let most = log.lock().unwrap().most_unready;
     assert_eq!(most, 1, "gadgets seen updated and not ready at once");
     let ready = condition(&env.widgets("ns1").get("w1").await?, "Ready");
@@ -291,9 +304,21 @@ async fn rolling_in_place_updates_one_child_at_a_time() -> Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_in_place_updates_one_child_at_a_time() -> Result<()> {
+    one_child_at_a_time("RollingInPlace").await
+}
+
+/// Each gadget is deleted (uid precondition) and created anew; the next one
+/// waits until the new one is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_recreate_replaces_one_child_at_a_time() -> Result<()> {
+    one_child_at_a_time("RollingRecreate").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_that_never_becomes_ready_stops_the_rollout_and_the_parent_says_why() -> Result<()>
 {
-    let env = setup(3).await?;
+    let env = setup("RollingInPlace", 3).await?;
     let log = Arc::new(Mutex::new(SimLog::default()));
     let stuck = Some(("w1-2".to_string(), "v2".to_string()));
     let sim = simulate(gadgets(&env), stuck, log.clone());
