@@ -351,9 +351,10 @@ pub struct ConditionCheck {
 /// One field of a child that must equal another field or a value.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "has(self.equalsPath) != has(self.value)", "message": "exactly one of equalsPath or value must be set"}
-]))]
+// No CEL rule for "exactly one of equalsPath or value": `value` is free-form
+// JSON (x-kubernetes-preserve-unknown-fields), which kube-apiserver's CEL
+// compiler cannot address (`undefined field 'value'`), so the CRD would be
+// refused. `WasmControllerSpec::validate` checks it instead.
 pub struct FieldCheck {
     /// Dotted path in the child, e.g. `status.observedGeneration`.
     #[schemars(length(min = 1))]
