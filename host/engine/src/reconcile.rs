@@ -250,6 +250,13 @@ async fn pass(
             *verdict = Some(f.result);
             execute_failure(ctl, key, &api, &parent, f).await
         }
+        // Decorator mode, not selected: its own changes (a matching label)
+        // or its attachments' bring it back; no resync.
+        Decision::Answered(a) if !ctl.target.selects(&parent) => {
+            execute_answer(ctl, key, &api, &parent, &a)
+                .await
+                .map(|_| None)
+        }
         Decision::Answered(a) => execute_answer(ctl, key, &api, &parent, &a).await,
     }
 }
