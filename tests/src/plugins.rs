@@ -9,7 +9,13 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// Every plugin crate the tests use; built together in one cargo invocation.
-pub const PLUGINS: &[&str] = &["static-site", "tombstone", "team-config", "adversarial"];
+pub const PLUGINS: &[&str] = &[
+    "static-site",
+    "tombstone",
+    "team-config",
+    "namespace-defaults",
+    "adversarial",
+];
 
 /// The workspace root (parent of this crate).
 pub fn workspace_root() -> PathBuf {

@@ -227,3 +227,80 @@ async fn tombstone_finalizes_in_order() -> Result<()> {
     env.stop_manager().await;
     Ok(())
 }
+
+/// `examples/namespace-defaults` (decorator mode) with its real component: a
+/// `team-defaults` ConfigMap in each Namespace labelled `team`, owned by the
+/// Namespace, gone when the label goes; the Namespaces are never written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_defaults_decorates_labelled_namespaces() -> Result<()> {
+    init_tracing();
+    let mut env = Env::start_with_wasm().await?;
+    if env.server.is_real() {
+        // Labels cluster-scoped Namespaces with fixed names.
+        eprintln!("skipped on the real control plane: uses fixed cluster-wide namespace names");
+        return Ok(());
+    }
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client.clone());
+    for (name, labels) in [("shop", json!({"team": "web"})), ("infra", json!({}))] {
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace",
+                        "metadata": {"name": name, "labels": labels}});
+        nss.create(&PostParams::default(), &serde_json::from_value(ns)?)
+            .await?;
+    }
+    controller_from_example(
+        &env,
+        "namespace-defaults/controller.yaml",
+        "namespace-defaults",
+    )
+    .await?;
+    env.start_manager();
+    let shop = env.configmaps("shop");
+    let cm = eventually("team-defaults in shop", 30, || async {
+        shop.get_opt("team-defaults").await.ok()?
+    })
+    .await?;
+    assert_eq!(
+        cm.data["data"],
+        json!({"logLevel": "info", "region": "eu-west-1", "team": "web"})
+    );
+    let owner = &cm.metadata.owner_references.clone().unwrap_or_default()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Namespace", "shop")
+    );
+    assert!(
+        env.configmaps("infra")
+            .get_opt("team-defaults")
+            .await?
+            .is_none()
+    );
+
+    nss.patch(
+        "shop",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": null}}})),
+    )
+    .await?;
+    eventually("team-defaults removed from shop", 30, || async {
+        shop.get_opt("team-defaults")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await?;
+    let ns_writes: Vec<_> = env
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_write() && r.resource == "namespaces")
+        .map(|r| (r.verb, r.name))
+        .collect();
+    assert_eq!(
+        ns_writes.len(),
+        3,
+        "only the test's 2 creates and 1 label patch: {ns_writes:?}"
+    );
+    env.stop_manager().await;
+    Ok(())
+}

@@ -108,6 +108,10 @@ pub enum ChildAction {
     },
     /// Being deleted: wait for it to go away.
     Wait,
+    /// Ours and different, but a rolling update holds it back until the
+    /// children updated before it pass their status checks (why, for plans
+    /// and logs). Set by [`crate::decide::rolling::gate`], never by [`decide`].
+    Queued(String),
     /// Exists and is not controlled by this parent: never taken over.
     Collision(String),
     /// Exists with no controller owner and `spec.adoption: Orphans` admits
@@ -169,9 +173,9 @@ pub fn decide_adopting(
         return ChildAction::Unchanged;
     }
     match method {
-        UpdateMethod::InPlace => ChildAction::Apply,
+        UpdateMethod::InPlace | UpdateMethod::RollingInPlace => ChildAction::Apply,
         UpdateMethod::OnDelete => ChildAction::Left,
-        UpdateMethod::Recreate => ChildAction::Recreate {
+        UpdateMethod::Recreate | UpdateMethod::RollingRecreate => ChildAction::Recreate {
             uid: obs.metadata.uid.clone().unwrap_or_default(),
         },
     }

@@ -50,8 +50,15 @@ pub const GROUP: &str = "wasm-reconciler.dev";
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WasmControllerSpec {
-    /// The resource whose objects this controller reconciles.
-    pub parent_resource: ResourceRef,
+    /// The resource whose objects this controller reconciles (exactly one of
+    /// `parentResource` and `decorate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_resource: Option<ResourceRef>,
+    /// Decorator mode: existing objects to attach children to instead of a
+    /// parent kind this controller owns (exactly one of `parentResource` and
+    /// `decorate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decorate: Option<Decorate>,
     /// Kinds the plugin may create; the host watches them and deletes undesired ones.
     #[serde(default)]
     pub child_resources: Vec<ChildResource>,
@@ -115,6 +122,115 @@ pub enum StatusMode {
     Replace,
 }
 
+// --- Decorator mode (issue #18 item 3) ---
+
+/// Decorator mode: the controller attaches children to existing objects of
+/// `resource` that match the selectors. The host never writes their spec; it
+/// puts its finalizer on them only when `spec.finalize` is set, writes their
+/// status only when `writeStatus` is set, and deletes the children of an
+/// object that stops matching.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Decorate {
+    /// The decorated resource.
+    pub resource: ResourceRef,
+    /// Objects whose labels match; all when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+    /// Objects whose annotations match; all when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotation_selector: Option<AnnotationSelector>,
+    /// Write the host's conditions and the plugin's status into the decorated
+    /// object's `.status`. Default false: the status belongs to its owner.
+    #[serde(default)]
+    pub write_status: bool,
+}
+
+/// A label selector applied to annotations.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnnotationSelector {
+    /// Annotations that must be present with exactly these values.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub match_annotations: std::collections::BTreeMap<String, String>,
+    /// Requirements (`In`, `NotIn`, `Exists`, `DoesNotExist`) on annotations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions:
+        Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement>,
+}
+
+impl AnnotationSelector {
+    /// The same rules as a [`LabelSelector`] (to be matched against annotations).
+    pub fn as_label_selector(&self) -> LabelSelector {
+        LabelSelector {
+            match_labels: Some(self.match_annotations.clone()),
+            match_expressions: Some(self.match_expressions.clone()),
+        }
+    }
+}
+
+/// An absent resource reference (what [`WasmControllerSpec::parent_ref`]
+/// returns for a spec that sets neither field, which `validate` rejects).
+static NO_RESOURCE: ResourceRef = ResourceRef {
+    api_version: String::new(),
+    resource: None,
+    kind: None,
+};
+
+impl WasmControllerSpec {
+    /// The resource whose objects are reconciled: `parentResource`, or the
+    /// decorated resource.
+    pub fn parent_ref(&self) -> &ResourceRef {
+        match (&self.parent_resource, &self.decorate) {
+            (Some(p), _) => p,
+            (None, Some(d)) => &d.resource,
+            (None, None) => &NO_RESOURCE,
+        }
+    }
+
+    /// `spec.parentResource` or `spec.decorate.resource`, for errors.
+    pub fn parent_field(&self) -> &'static str {
+        if self.decorate.is_some() && self.parent_resource.is_none() {
+            "spec.decorate.resource"
+        } else {
+            "spec.parentResource"
+        }
+    }
+}
+
+fn check_decorate(s: &WasmControllerSpec) -> Result<(), SpecError> {
+    match (&s.parent_resource, &s.decorate) {
+        (Some(_), Some(_)) => Err(err(
+            "spec.decorate",
+            "parentResource and decorate are mutually exclusive: set exactly one",
+        )),
+        (None, None) => Err(err(
+            "spec.parentResource",
+            "exactly one of parentResource or decorate must be set",
+        )),
+        (_, Some(d)) => {
+            for (field, sel) in [
+                ("spec.decorate.labelSelector", d.label_selector.clone()),
+                (
+                    "spec.decorate.annotationSelector",
+                    d.annotation_selector
+                        .as_ref()
+                        .map(AnnotationSelector::as_label_selector),
+                ),
+            ] {
+                if let Some(sel) = sel {
+                    kube::core::Selector::try_from(sel)
+                        .map_err(|e| err(field, &format!("not a valid selector: {e}")))?;
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+// --- end of decorator mode ---
+
 /// A resource named by apiVersion plus either its plural `resource` or its `kind`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -174,12 +290,26 @@ impl ChildResource {
 }
 
 /// Update strategy of one child kind (Metacontroller semantics).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UpdateStrategy {
-    /// InPlace (default), Recreate or OnDelete.
+    /// InPlace (default), Recreate, OnDelete, RollingInPlace or RollingRecreate.
     #[serde(default)]
     pub method: UpdateMethod,
+    /// Rolling methods: when a child counts as updated and available. Without
+    /// checks a child counts as available once it matches the desired state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_checks: Option<StatusChecks>,
+    /// Rolling methods: how many children of this kind may be updating (or
+    /// failing the status checks) at once. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_unavailable: Option<u32>,
+    /// Rolling methods: how long one updated child may fail the status checks
+    /// before the rollout is reported `Stalled` on the parent. Default 600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub progress_deadline_seconds: Option<u32>,
 }
 
 /// How an existing child is brought to the desired state.
@@ -192,7 +322,132 @@ pub enum UpdateMethod {
     Recreate,
     /// Never update existing children; only create missing ones.
     OnDelete,
+    /// Like InPlace, `maxUnavailable` children at a time, each waiting until the
+    /// updated ones pass the `statusChecks`.
+    RollingInPlace,
+    /// Like Recreate, `maxUnavailable` children at a time, each waiting until
+    /// the recreated ones pass the `statusChecks`.
+    RollingRecreate,
 }
+
+impl UpdateMethod {
+    /// True for the rolling methods.
+    pub fn is_rolling(self) -> bool {
+        matches!(self, Self::RollingInPlace | Self::RollingRecreate)
+    }
+}
+
+// --- Rolling update status checks (issue #18 item 2) ---
+
+/// What a child of a rolling kind must show to count as available. Every
+/// listed check must pass.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusChecks {
+    /// Conditions in the child's `status.conditions`, e.g. `Ready=True`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<ConditionCheck>,
+    /// Field equalities, e.g. `status.observedGeneration == metadata.generation`
+    /// (use it with RollingInPlace: a `Ready` condition may still be the one
+    /// from before the update).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<FieldCheck>,
+}
+
+/// One condition a child must have.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionCheck {
+    /// Condition type, e.g. `Ready`.
+    #[serde(rename = "type")]
+    #[schemars(length(min = 1))]
+    pub type_: String,
+    /// Wanted status. Default `True`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Wanted reason, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One field of a child that must equal another field or a value.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+// No CEL rule for "exactly one of equalsPath or value": `value` is free-form
+// JSON (x-kubernetes-preserve-unknown-fields), which kube-apiserver's CEL
+// compiler cannot address (`undefined field 'value'`), so the CRD would be
+// refused. `WasmControllerSpec::validate` checks it instead.
+pub struct FieldCheck {
+    /// Dotted path in the child, e.g. `status.observedGeneration`.
+    #[schemars(length(min = 1))]
+    pub path: String,
+    /// Dotted path of the field it must equal, e.g. `metadata.generation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equals_path: Option<String>,
+    /// Or the value it must equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_json_opt")]
+    pub value: Option<serde_json::Value>,
+}
+
+fn any_json_opt(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    any_json(g)
+}
+
+/// Checks an update strategy's rules the schema cannot express; `field` is
+/// the strategy's path, e.g. `spec.childResources[0].updateStrategy`.
+fn check_strategy(field: &str, s: &UpdateStrategy) -> Result<(), SpecError> {
+    if !s.method.is_rolling() {
+        for (set, name) in [
+            (s.status_checks.is_some(), "statusChecks"),
+            (s.max_unavailable.is_some(), "maxUnavailable"),
+            (
+                s.progress_deadline_seconds.is_some(),
+                "progressDeadlineSeconds",
+            ),
+        ] {
+            if set {
+                return Err(err(
+                    &format!("{field}.{name}"),
+                    "only used by the RollingInPlace and RollingRecreate methods",
+                ));
+            }
+        }
+    }
+    if s.max_unavailable == Some(0) {
+        return Err(err(
+            &format!("{field}.maxUnavailable"),
+            "must be at least 1",
+        ));
+    }
+    if s.progress_deadline_seconds == Some(0) {
+        return Err(err(
+            &format!("{field}.progressDeadlineSeconds"),
+            "must be at least 1",
+        ));
+    }
+    let checks = s.status_checks.as_ref();
+    for (i, c) in checks.map_or(&[][..], |c| &c.conditions).iter().enumerate() {
+        if c.type_.is_empty() {
+            return Err(err(
+                &format!("{field}.statusChecks.conditions[{i}].type"),
+                "must not be empty",
+            ));
+        }
+    }
+    for (i, f) in checks.map_or(&[][..], |c| &c.fields).iter().enumerate() {
+        let at = format!("{field}.statusChecks.fields[{i}]");
+        if f.path.is_empty() {
+            return Err(err(&format!("{at}.path"), "must not be empty"));
+        }
+        if f.equals_path.is_some() == f.value.is_some() {
+            return Err(err(&at, "exactly one of equalsPath or value must be set"));
+        }
+    }
+    Ok(())
+}
+
+// --- end of rolling update status checks ---
 
 /// Where the plugin component comes from.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -414,11 +669,13 @@ impl WasmControllerSpec {
     /// Checks the rules the API server cannot check (or that an API server without
     /// CEL support skipped). The first violation is returned.
     pub fn validate(&self) -> Result<(), SpecError> {
+        check_decorate(self)?;
+        let parent = self.parent_ref();
         check_ref(
-            "spec.parentResource",
-            &self.parent_resource.api_version,
-            &self.parent_resource.resource,
-            &self.parent_resource.kind,
+            self.parent_field(),
+            &parent.api_version,
+            &parent.resource,
+            &parent.kind,
         )?;
         for (i, c) in self.child_resources.iter().enumerate() {
             check_ref(
@@ -427,6 +684,9 @@ impl WasmControllerSpec {
                 &c.resource,
                 &c.kind,
             )?;
+            if let Some(u) = &c.update_strategy {
+                check_strategy(&format!("spec.childResources[{i}].updateStrategy"), u)?;
+            }
         }
         for (i, r) in self.related.iter().enumerate() {
             let field = format!("spec.related[{i}]");
@@ -608,6 +868,69 @@ mod tests {
         assert_eq!(s.validate().unwrap_err().field, "spec.plugin.sha256");
         s.plugin.sha256 = Some("a".repeat(64));
         assert_eq!(s.validate(), Ok(()));
+    }
+
+    #[test]
+    fn rolling_settings_are_checked_naming_the_field() {
+        let mut s = spec();
+        let strategy = |v: serde_json::Value| serde_json::from_value::<UpdateStrategy>(v).unwrap();
+        s.child_resources[0].update_strategy = Some(strategy(serde_json::json!({
+            "method": "RollingInPlace", "maxUnavailable": 2, "progressDeadlineSeconds": 30,
+            "statusChecks": {"conditions": [{"type": "Ready"}],
+                             "fields": [{"path": "status.observedGeneration", "equalsPath": "metadata.generation"}]}
+        })));
+        assert_eq!(s.validate(), Ok(()));
+        assert!(s.child_resources[0].method().is_rolling());
+        for (v, field) in [
+            (
+                serde_json::json!({"method": "InPlace", "maxUnavailable": 2}),
+                "spec.childResources[0].updateStrategy.maxUnavailable",
+            ),
+            (
+                serde_json::json!({"method": "RollingRecreate", "progressDeadlineSeconds": 0}),
+                "spec.childResources[0].updateStrategy.progressDeadlineSeconds",
+            ),
+            (
+                serde_json::json!({"method": "RollingRecreate",
+                    "statusChecks": {"fields": [{"path": "status.x", "value": 1, "equalsPath": "spec.x"}]}}),
+                "spec.childResources[0].updateStrategy.statusChecks.fields[0]",
+            ),
+        ] {
+            s.child_resources[0].update_strategy = Some(strategy(v));
+            assert_eq!(s.validate().unwrap_err().field, field);
+        }
+    }
+
+    #[test]
+    fn decorate_and_parent_resource_are_mutually_exclusive_naming_the_field() {
+        let mut s = spec();
+        let d: Decorate = serde_json::from_value(serde_json::json!({
+            "resource": {"apiVersion": "v1", "resource": "namespaces"},
+            "labelSelector": {"matchLabels": {"team": "a"}},
+            "annotationSelector": {"matchAnnotations": {"decorate": "yes"}}
+        }))
+        .unwrap();
+        s.decorate = Some(d.clone());
+        assert_eq!(s.validate().unwrap_err().field, "spec.decorate");
+        s.parent_resource = None;
+        assert_eq!(s.validate(), Ok(()));
+        assert_eq!(s.parent_ref(), &d.resource);
+        s.decorate = None;
+        assert_eq!(s.validate().unwrap_err().field, "spec.parentResource");
+        let mut bad = d.clone();
+        bad.resource.kind = Some("Namespace".into());
+        s.decorate = Some(bad);
+        assert_eq!(s.validate().unwrap_err().field, "spec.decorate.resource");
+        let mut bad = d;
+        bad.label_selector = serde_json::from_value(serde_json::json!(
+            {"matchExpressions": [{"key": "a", "operator": "Sideways"}]}
+        ))
+        .unwrap();
+        s.decorate = Some(bad);
+        assert_eq!(
+            s.validate().unwrap_err().field,
+            "spec.decorate.labelSelector"
+        );
     }
 
     #[test]

@@ -1168,7 +1168,7 @@ async fn release_parents(
     name: &str,
     spec: &WasmControllerSpec,
 ) -> Result<(), kube::Error> {
-    let parent = match resolve(&inner.client, &spec.parent_resource).await {
+    let parent = match resolve(&inner.client, spec.parent_ref()).await {
         Ok(p) => p,
         // No such resource: no parent can carry our finalizer.
         Err(crate::resolve::ResolveError::NotFound { .. }) => return Ok(()),

@@ -115,21 +115,27 @@ pub async fn plan_parent(
     }
     let parent = decide::with_finalizer(target, parent, admission.finalizer);
     let mut observed = decide::observe(target, parent, snap);
-    // The related objects this parent asks for (`customize`), as the
-    // running controller narrows them (crate::related).
-    let result = match crate::related::ask(target, &observed.parent, plugin).await {
-        Ok(selection) => {
-            selection.narrow(target, &mut observed);
-            let req = decide::request(target, &observed, now);
-            plugin.reconcile(&req, &target.limits).await
+    let result = if target.selects(&observed.parent) {
+        // The related objects this parent asks for (`customize`), as the
+        // running controller narrows them (crate::related).
+        match crate::related::ask(target, &observed.parent, plugin).await {
+            Ok(selection) => {
+                selection.narrow(target, &mut observed);
+                let req = decide::request(target, &observed, now);
+                plugin.reconcile(&req, &target.limits).await
+            }
+            Err(e) => Err(e),
         }
-        Err(e) => Err(e),
+    } else {
+        Ok(decide::detached())
     };
     let current = observed.parent.data.get("status");
     let generation = observed.parent.metadata.generation;
-    match decide::decide(target, &observed, snap, &result) {
+    match decide::decide(target, &observed, snap, &result, now) {
         Decision::Failed(f) => {
-            status_effect(&mut out, target, current, generation, &f.status, now);
+            if target.writes_status(&observed.parent) {
+                status_effect(&mut out, target, current, generation, &f.status, now);
+            }
             out.result = ParentResult::Error;
             out.error = Some(f.failure);
         }
@@ -164,15 +170,21 @@ pub async fn plan_parent(
             if settle.remove_finalizer {
                 out.finalizer = Some(FinalizerChange::Remove);
             }
-            if let Some(update) = &settle.status {
+            if let Some(update) = settle
+                .status
+                .as_ref()
+                .filter(|_| target.writes_status(&observed.parent))
+            {
                 status_effect(&mut out, target, current, generation, update, now);
             }
             let writes = out.status_write
                 || out.finalizer.is_some()
-                || out
-                    .children
-                    .iter()
-                    .any(|c| !matches!(c.action, PlannedAction::Unchanged | PlannedAction::Leave));
+                || out.children.iter().any(|c| {
+                    !matches!(
+                        c.action,
+                        PlannedAction::Unchanged | PlannedAction::Leave | PlannedAction::Queued
+                    )
+                });
             out.result = if writes {
                 ParentResult::Changes
             } else {
@@ -198,12 +210,16 @@ fn child_plan(
         ChildAction::Recreate { .. } => PlannedAction::Recreate,
         ChildAction::Left => PlannedAction::Leave,
         ChildAction::Collision(_) => PlannedAction::Conflict,
+        ChildAction::Queued(_) => PlannedAction::Queued,
     };
     let changes = match existing {
         Some(e)
             if matches!(
                 action,
-                PlannedAction::Change | PlannedAction::Recreate | PlannedAction::Leave
+                PlannedAction::Change
+                    | PlannedAction::Recreate
+                    | PlannedAction::Leave
+                    | PlannedAction::Queued
             ) =>
         {
             fields::child_changes(
@@ -223,7 +239,10 @@ fn child_plan(
         action,
         uid: step.existing_uid.clone(),
         changes,
-        message: step.collision().map(|p| p.message),
+        message: match &step.action {
+            ChildAction::Queued(why) => Some(why.clone()),
+            _ => step.collision().map(|p| p.message),
+        },
     }
 }
 

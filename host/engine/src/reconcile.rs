@@ -227,40 +227,57 @@ async fn pass(
         return Ok(Some(wait));
     }
     let mut observed = decide::observe(&ctl.target, parent, ctl.as_ref());
-    let plugin = ctl.plugin();
-    let started = std::time::Instant::now();
-    // Per-parent related objects: the plugin's `customize` answer (cached)
-    // narrows the related rules; a failed or invalid answer fails this pass
-    // like a failed reconcile call would.
-    let selection = ctl
-        .selections
-        .select(&ctl.target, key, &observed.parent, plugin.as_ref())
-        .await;
-    let (req, result) = match selection {
-        Ok(selection) => {
-            selection.narrow(&ctl.target, &mut observed);
-            let req = decide::request(&ctl.target, &observed, &now_rfc3339());
-            ctl.count_call();
-            let result = plugin.reconcile(&req, &ctl.target.limits).await;
-            (Some(req), result)
+    let now = now_rfc3339();
+    let decision = if ctl.target.selects(&observed.parent) {
+        let plugin = ctl.plugin();
+        let started = std::time::Instant::now();
+        // Per-parent related objects: the plugin's `customize` answer (cached)
+        // narrows the related rules; a failed or invalid answer fails this pass
+        // like a failed reconcile call would.
+        let selection = ctl
+            .selections
+            .select(&ctl.target, key, &observed.parent, plugin.as_ref())
+            .await;
+        let (req, result) = match selection {
+            Ok(selection) => {
+                selection.narrow(&ctl.target, &mut observed);
+                let req = decide::request(&ctl.target, &observed, &now);
+                ctl.count_call();
+                let result = plugin.reconcile(&req, &ctl.target.limits).await;
+                (Some(req), result)
+            }
+            Err(e) => (None, Err(e)),
+        };
+        let took = started.elapsed();
+        let decision = decide::decide(&ctl.target, &observed, ctl.as_ref(), &result, &now);
+        // A pass whose `customize` failed made no reconcile call: nothing to record.
+        if let (Some(rec), Some(req)) = (&ctl.recorder, &req) {
+            let digest = plugin.digest();
+            let x =
+                crate::record::exchange(&ctl.target, &observed, req, &result, &decision, digest);
+            rec.record(x);
         }
-        Err(e) => (None, Err(e)),
+        drop(plugin);
+        report_call(ctl, took, &result, &decision);
+        decision
+    } else {
+        // Decorator mode, not selected (any more): its attachments go, and
+        // the plugin is not called.
+        let detached = Ok(decide::detached());
+        decide::decide(&ctl.target, &observed, ctl.as_ref(), &detached, &now)
     };
-    let took = started.elapsed();
-    let decision = decide::decide(&ctl.target, &observed, ctl.as_ref(), &result);
-    // A pass whose `customize` failed made no reconcile call: nothing to record.
-    if let (Some(rec), Some(req)) = (&ctl.recorder, &req) {
-        let digest = plugin.digest();
-        let x = crate::record::exchange(&ctl.target, &observed, req, &result, &decision, digest);
-        rec.record(x);
-    }
-    drop(plugin);
-    report_call(ctl, took, &result, &decision);
     let parent = observed.parent;
     match decision {
         Decision::Failed(f) => {
             *verdict = Some(f.result);
             execute_failure(ctl, key, &api, &parent, f).await
+        }
+        // Decorator mode, not selected: its own changes (a matching label)
+        // or its attachments' bring it back; no resync.
+        Decision::Answered(a) if !ctl.target.selects(&parent) => {
+            execute_answer(ctl, key, &api, &parent, &a)
+                .await
+                .map(|_| None)
         }
         Decision::Answered(a) => execute_answer(ctl, key, &api, &parent, &a).await,
     }
@@ -379,6 +396,9 @@ async fn execute_answer(
     let on = regarding(ctl, parent);
     let mut problems: Vec<ChildProblem> = Vec::new();
     let adopt = crate::adopt::AdoptPolicy::of(ctl.target.adoption, parent);
+    if let Some(problem) = a.stalled() {
+        tracing::warn!(action = "rollout-stalled", reason = %problem.message, "rolling update stopped");
+    }
     for step in &a.children {
         if let Err(p) = apply_child(ctl, step, &uid, &on, &adopt).await {
             problems.push(p);
@@ -389,7 +409,8 @@ async fn execute_answer(
             problems.push(p);
         }
     }
-    let seen: Vec<Problem> = problems.iter().map(|p| p.problem.clone()).collect();
+    let mut seen: Vec<Problem> = problems.iter().map(|p| p.problem.clone()).collect();
+    seen.extend(a.stalled());
     let settle = a.settle(&seen);
     if let Some(update) = settle.status {
         write_status(ctl, key, api, parent, update).await?;
@@ -477,7 +498,10 @@ async fn apply_child(
     // Two rounds at most: a create that finds an existing object looks at it once.
     for _ in 0..2 {
         match &action {
-            ChildAction::Unchanged | ChildAction::Left | ChildAction::Wait => return Ok(()),
+            ChildAction::Unchanged
+            | ChildAction::Left
+            | ChildAction::Wait
+            | ChildAction::Queued(_) => return Ok(()),
             ChildAction::Collision(why) => {
                 let message = apply::collision_message(label, why);
                 tracing::warn!(action = "collision", child = %label, "child name taken by another owner");
@@ -678,6 +702,10 @@ async fn write_status(
     parent: &DynamicObject,
     update: StatusUpdate,
 ) -> Result<(), Fail> {
+    if !ctl.target.writes_status(parent) {
+        // Decorator mode without `writeStatus`: the status is its owner's.
+        return Ok(());
+    }
     let mut fresh: Option<DynamicObject> = None;
     for _ in 0..=CONFLICT_RETRIES {
         let base = fresh.as_ref().unwrap_or(parent);

@@ -37,6 +37,8 @@ pub struct TargetChild {
     pub resolved: Resolved,
     /// Its update strategy.
     pub method: UpdateMethod,
+    /// The rolling settings (used by the rolling methods only).
+    pub rolling: crate::decide::rolling::Rolling,
 }
 
 /// A related rule.
@@ -92,9 +94,64 @@ pub struct Target {
     pub status_mode: crate::status::StatusMode,
     /// `spec.adoption`: whether orphans at a desired child's name are adopted.
     pub adoption: crate::crd::Adoption,
+    /// `spec.decorate`: the parents are existing objects selected by label
+    /// and annotation (decorator mode); `None` for an owned parent kind.
+    pub decorate: Option<Decoration>,
+}
+
+/// Decorator mode as the decision core needs it.
+pub struct Decoration {
+    /// Parsed `labelSelector`.
+    pub labels: Option<Selector>,
+    /// Parsed `annotationSelector` (matched against annotations).
+    pub annotations: Option<Selector>,
+    /// `writeStatus`.
+    pub write_status: bool,
+}
+
+impl Decoration {
+    /// From the spec (selectors are checked by `WasmControllerSpec::validate`).
+    pub fn from_spec(d: &crate::crd::Decorate) -> Self {
+        Self {
+            labels: d
+                .label_selector
+                .clone()
+                .and_then(|s| Selector::try_from(s).ok()),
+            annotations: d
+                .annotation_selector
+                .as_ref()
+                .and_then(|s| Selector::try_from(s.as_label_selector()).ok()),
+            write_status: d.write_status,
+        }
+    }
 }
 
 impl Target {
+    /// True when `obj` is one of this controller's parents: always for an
+    /// owned parent kind; in decorator mode, when the selectors match.
+    pub fn selects(&self, obj: &DynamicObject) -> bool {
+        let Some(d) = &self.decorate else {
+            return true;
+        };
+        let empty = std::collections::BTreeMap::new();
+        let labels = obj.metadata.labels.as_ref().unwrap_or(&empty);
+        let annotations = obj.metadata.annotations.as_ref().unwrap_or(&empty);
+        d.labels.as_ref().is_none_or(|s| s.matches(labels))
+            && d.annotations
+                .as_ref()
+                .is_none_or(|s| s.matches(annotations))
+    }
+
+    /// True when the host may write `obj`'s status: always for an owned
+    /// parent kind; in decorator mode only with `writeStatus` and while it
+    /// is selected.
+    pub fn writes_status(&self, obj: &DynamicObject) -> bool {
+        match &self.decorate {
+            None => true,
+            Some(d) => d.write_status && self.selects(obj),
+        }
+    }
+
     /// The parent CRD's status schema when it was read.
     pub fn schema(&self) -> Option<&StatusSchema> {
         self.status_schema.schema()
@@ -161,9 +218,9 @@ impl Target {
         spec: &WasmControllerSpec,
     ) -> Result<Self, StartError> {
         let at = |field: String| move |source| StartError { field, source };
-        let parent = resolve(client, &spec.parent_resource)
+        let parent = resolve(client, spec.parent_ref())
             .await
-            .map_err(at("spec.parentResource".into()))?;
+            .map_err(at(spec.parent_field().into()))?;
         let mut children = Vec::new();
         let mut declared = Vec::new();
         for (i, c) in spec.child_resources.iter().enumerate() {
@@ -178,6 +235,7 @@ impl Target {
             children.push(TargetChild {
                 resolved: r,
                 method: c.method(),
+                rolling: crate::decide::rolling::Rolling::from_strategy(c.update_strategy.as_ref()),
             });
         }
         let mut related = Vec::new();
@@ -200,6 +258,7 @@ impl Target {
             tracing::debug!(controller = %name, reason = %why, "parent status schema not checked");
         }
         Ok(Target {
+            decorate: spec.decorate.as_ref().map(Decoration::from_spec),
             status_schema,
             status_mode: spec.status_mode,
             adoption: spec.adoption,

@@ -47,6 +47,7 @@ pub fn target(method: UpdateMethod, finalize: bool) -> Target {
         children: vec![TargetChild {
             resolved: resolved("v1", "ConfigMap", "configmaps"),
             method,
+            rolling: Default::default(),
         }],
         related: vec![],
         config: Some(json!({"k": 1})),
@@ -56,6 +57,7 @@ pub fn target(method: UpdateMethod, finalize: bool) -> Target {
         status_schema: SchemaCheck::BuiltIn,
         status_mode: crate::status::StatusMode::Merge,
         adoption: crate::crd::Adoption::Never,
+        decorate: None,
     }
 }
 

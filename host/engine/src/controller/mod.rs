@@ -336,6 +336,18 @@ fn subscribe(ctl: &Arc<Controller>) -> Vec<Subscription> {
         if !parent_change_matters(ch) && !status_drifted(&c, ch) {
             return;
         }
+        // Decorator mode: an object that neither was nor is selected has
+        // nothing of this controller's (attachments left from an earlier
+        // selection are found by the first pass after start and by their
+        // own watch events).
+        if c.target.decorate.is_some()
+            && ![ch.old, ch.new]
+                .into_iter()
+                .flatten()
+                .any(|o| c.target.selects(o))
+        {
+            return;
+        }
         if let Some(o) = ch.new.or(ch.old) {
             c.queue.add(key_of(o));
         }

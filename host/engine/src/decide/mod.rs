@@ -43,6 +43,7 @@ use crate::status::{DesiredCondition, StatusUpdate, next_status};
 use crate::target::Target;
 use crate::validate::{DesiredChild, validate_response};
 
+pub mod rolling;
 #[cfg(test)]
 mod tests;
 
@@ -101,6 +102,9 @@ pub enum Then {
 pub fn admit(target: &Target, parent: &DynamicObject, hold: Option<&Hold>) -> Admission {
     let deleting = parent.metadata.deletion_timestamp.is_some();
     let has_fin = finalize::has_finalizer(parent, &target.finalizer);
+    // Decorator mode: an object that does not match (any more) gets no
+    // finalizer, and loses this host's.
+    let finalize = target.finalize && target.selects(parent);
     let stop = |finalizer, why| Admission {
         finalizer,
         then: Then::Stop(why),
@@ -108,13 +112,13 @@ pub fn admit(target: &Target, parent: &DynamicObject, hold: Option<&Hold>) -> Ad
     if deleting && !has_fin {
         return stop(None, "being deleted without this controller's finalizer");
     }
-    if deleting && !target.finalize {
+    if deleting && !finalize {
         return stop(
             Some(FinalizerChange::Remove),
             "being deleted and finalize is off: finalizer released",
         );
     }
-    let finalizer = match (target.finalize, has_fin) {
+    let finalizer = match (finalize, has_fin) {
         (true, false) if !deleting => Some(FinalizerChange::Add),
         (false, true) => Some(FinalizerChange::Remove),
         _ => None,
@@ -406,6 +410,9 @@ pub struct Answer {
     pub finalized: bool,
     /// The plugin's requested requeue.
     pub requeue_after: Option<Duration>,
+    /// The rolling update of the rolling child kinds, if any
+    /// ([`rolling::gate`]).
+    pub rollout: Option<rolling::Rollout>,
 }
 
 /// The result of [`decide`].
@@ -440,14 +447,29 @@ pub fn failed_status(reason: &str, message: &str) -> StatusUpdate {
     }
 }
 
+/// What stands for the plugin's answer for an object a decorator no longer
+/// selects (the plugin is not called): no children, so its attachments are
+/// deleted, and finalized.
+pub fn detached() -> ReconcileResponse {
+    ReconcileResponse {
+        children: Vec::new(),
+        conditions: Vec::new(),
+        status: None,
+        requeue_after_seconds: None,
+        events: Vec::new(),
+        finalized: true,
+    }
+}
+
 /// Decides everything one reconcile does with the plugin's `result` for
-/// `observed`; `src` tells what object (any owner) sits at each name the
-/// plugin's children take.
+/// `observed` at `now` (RFC 3339, for rolling-update deadlines); `src` tells
+/// what object (any owner) sits at each name the plugin's children take.
 pub fn decide(
     target: &Target,
     observed: &Observed,
     src: &dyn Source,
     result: &Result<ReconcileResponse, PluginError>,
+    now: &str,
 ) -> Decision {
     let resp = match result {
         Ok(r) => r,
@@ -465,8 +487,11 @@ pub fn decide(
         }
     };
     let parent = &observed.parent;
+    let mut children = child_steps(target, parent, src, &desired);
+    let rollout = rolling::gate(target, &mut children, src, now);
     Decision::Answered(Answer {
-        children: child_steps(target, parent, src, &desired),
+        children,
+        rollout,
         deletes: delete_steps(target, observed, &desired),
         conditions: resp
             .conditions
@@ -599,12 +624,19 @@ impl ChildStep {
 }
 
 impl Answer {
-    /// The problems known before any write (collisions), in child order.
+    /// The problems known before any write (collisions in child order,
+    /// then a stalled rollout).
     pub fn known_problems(&self) -> Vec<Problem> {
         self.children
             .iter()
             .filter_map(ChildStep::collision)
+            .chain(self.stalled())
             .collect()
+    }
+
+    /// The stalled rollout, if any: a problem no write can fix.
+    pub fn stalled(&self) -> Option<Problem> {
+        self.rollout.as_ref().and_then(|r| r.stalled.clone())
     }
 
     /// Rules 7–8: the status, finalizer and requeue once the writes met
@@ -618,6 +650,7 @@ impl Answer {
         let remove_finalizer = self.deleting && self.finalized && problems.is_empty();
         let status = (!remove_finalizer).then(|| {
             let mut conditions = vec![ready];
+            conditions.extend(self.rollout.as_ref().map(|r| r.condition.clone()));
             conditions.extend(self.conditions.iter().cloned());
             StatusUpdate {
                 conditions,
@@ -628,7 +661,12 @@ impl Answer {
         let requeue = if remove_finalizer {
             Requeue::Never
         } else {
-            self.requeue_after.map_or(Requeue::Resync, Requeue::Within)
+            let recheck = self.rollout.as_ref().and_then(|r| r.recheck);
+            let first = match (self.requeue_after, recheck) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            first.map_or(Requeue::Resync, Requeue::Within)
         };
         Settle {
             status,

@@ -15,6 +15,7 @@ use crate::target::TargetRelated;
 use crate::test_fixtures::{answer, cm, existing, resolved, target};
 
 const UID: &str = "p-uid";
+const NOW: &str = "2026-01-01T00:10:00Z";
 
 /// A parent at generation 2; `deleting`, and the host's finalizer when `fin`.
 fn parent(deleting: bool, fin: bool) -> DynamicObject {
@@ -45,7 +46,7 @@ fn run(
     result: Result<ReconcileResponse, PluginError>,
 ) -> Decision {
     let observed = observe(t, p, src);
-    decide(t, &observed, src, &result)
+    decide(t, &observed, src, &result, NOW)
 }
 
 fn answered(d: Decision) -> Answer {

@@ -27,6 +27,9 @@ pub enum PlannedAction {
     Wait,
     /// The name is taken by an object this parent does not control: not applied.
     Conflict,
+    /// Exists and differs, rolling strategy: waits for the children updated
+    /// before it to pass their status checks.
+    Queued,
 }
 
 /// One child of a parent plan.
@@ -128,6 +131,9 @@ pub struct ActionTotals {
     pub wait: usize,
     /// Children not applied (name taken).
     pub conflict: usize,
+    /// Children held back by a rolling update.
+    #[serde(default)]
+    pub queued: usize,
 }
 
 impl ActionTotals {
@@ -141,6 +147,7 @@ impl ActionTotals {
             PlannedAction::Unchanged => &mut self.unchanged,
             PlannedAction::Wait => &mut self.wait,
             PlannedAction::Conflict => &mut self.conflict,
+            PlannedAction::Queued => &mut self.queued,
         };
         *n += 1;
     }

@@ -199,3 +199,36 @@ async fn finalizer_is_added_before_the_plugin_sees_the_parent_and_failures_are_r
     let plan = Plan::new("c", "d", "T", vec![out]);
     assert_eq!((plan.summary.errors, plan.summary.parents), (1, 1));
 }
+
+/// `plan` runs the same rolling gate as a reconcile (rule 5a): the first
+/// changed child is changed, the next is shown queued with why, and the
+/// parent's `RollingUpdate` condition appears in the condition diff.
+#[tokio::test]
+async fn a_rolling_update_is_planned_one_child_at_a_time() {
+    let snap = Snapshot::from_objects(
+        vec![parent()],
+        vec![vec![
+            existing(&cm("a", "1"), "p-uid", "u-a"),
+            existing(&cm("b", "1"), "p-uid", "u-b"),
+        ]],
+        vec![],
+    );
+    let p = Fixed(
+        Mutex::default(),
+        Ok(answer(vec![cm("a", "2"), cm("b", "2")])),
+    );
+    let t = target(UpdateMethod::RollingInPlace, false);
+    let out = plan_parent(&t, &snap, &snap.parents()[0], &p, "2026-01-01T00:00:00Z").await;
+    let actions: Vec<_> = out.children.iter().map(|c| c.action).collect();
+    assert_eq!(actions, [PlannedAction::Change, PlannedAction::Queued]);
+    assert_eq!(
+        out.children[1].message.as_deref(),
+        Some("rolling update: waiting for the children being updated")
+    );
+    assert_eq!(out.children[1].changes.len(), 1, "what would change later");
+    let text = serde_json::to_string(&out.conditions).unwrap();
+    assert!(
+        text.contains("RollingUpdate") && text.contains("0/2 updated, updating ConfigMap ns/a"),
+        "{text}"
+    );
+}

@@ -16,8 +16,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::{Map, Value, json};
 use wr_engine::crd::{
-    Adoption, ChildResource, ConfigMapSource, Limits, PluginSource, ResourceRef, StatusMode,
-    UpdateMethod, UpdateStrategy, WasmController, WasmControllerSpec,
+    Adoption, ChildResource, ConfigMapSource, Limits, PluginSource, ResourceRef, StatusChecks,
+    StatusMode, UpdateMethod, UpdateStrategy, WasmController, WasmControllerSpec,
 };
 
 use super::go_duration;
@@ -166,7 +166,8 @@ impl<'a> Converter<'a> {
             },
         };
         let spec = WasmControllerSpec {
-            parent_resource: parent,
+            parent_resource: Some(parent),
+            decorate: None,
             child_resources: children,
             plugin,
             finalize: hooks.finalize,
@@ -205,7 +206,8 @@ impl<'a> Converter<'a> {
         if take(&mut rule, "revisionHistory").is_some() {
             self.skip(
                 "spec.parentResource.revisionHistory",
-                "only used by rolling updates, which this host does not have yet",
+                "rolling updates compare each child with the plugin's desired child, not with \
+                 a parent revision: nothing to map",
             );
         }
         if take(&mut rule, "ignoreStatusChanges") == Some(Value::Bool(true)) {
@@ -240,7 +242,7 @@ impl<'a> Converter<'a> {
             let path = format!("spec.childResources[{i}]");
             let mut rule = object(Some(rule), &path)?;
             let (api_version, resource) = resource_rule(&mut rule, &path)?;
-            let method = self.update_strategy(take(&mut rule, "updateStrategy"), &path)?;
+            let strategy = self.update_strategy(take(&mut rule, "updateStrategy"), &path)?;
             self.leftovers(&path, rule);
             match self.kinds.kind_of(&api_version, &resource) {
                 Some(kind) => types.push(format!("{kind}.{api_version}")),
@@ -257,7 +259,7 @@ impl<'a> Converter<'a> {
                 api_version,
                 resource: Some(resource),
                 kind: None,
-                update_strategy: Some(UpdateStrategy { method }),
+                update_strategy: Some(strategy),
             });
         }
         Ok((children, types))
@@ -267,7 +269,7 @@ impl<'a> Converter<'a> {
         &mut self,
         strategy: Option<Value>,
         path: &str,
-    ) -> anyhow::Result<UpdateMethod> {
+    ) -> anyhow::Result<UpdateStrategy> {
         let path = format!("{path}.updateStrategy");
         let mut strategy = match strategy {
             None | Some(Value::Null) => Map::new(),
@@ -280,39 +282,39 @@ impl<'a> Converter<'a> {
         };
         let checks = take(&mut strategy, "statusChecks");
         self.leftovers(&path, strategy);
-        let mapped = match method.as_str() {
+        let method = match method.as_str() {
             // Metacontroller's default: existing children are never updated.
             "" | "OnDelete" => UpdateMethod::OnDelete,
             "Recreate" => UpdateMethod::Recreate,
             "InPlace" => UpdateMethod::InPlace,
-            "RollingRecreate" | "RollingInPlace" => {
-                let all_at_once = if method == "RollingRecreate" {
-                    "Recreate"
-                } else {
-                    "InPlace"
-                };
-                self.skip(
-                    format!("{path}.method"),
-                    format!(
-                        "{method} (one child at a time, gated on status checks) is not in this \
-                         host yet: mapped to OnDelete so that no child is updated unasked; \
-                         {all_at_once} would update every child at once"
-                    ),
-                );
-                UpdateMethod::OnDelete
-            }
+            "RollingRecreate" => UpdateMethod::RollingRecreate,
+            "RollingInPlace" => UpdateMethod::RollingInPlace,
             other => bail!(
                 "{path}.method: unknown method {other:?} (OnDelete, Recreate, InPlace, \
                  RollingRecreate or RollingInPlace)"
             ),
         };
-        if checks.as_ref().is_some_and(|c| !is_empty(c)) {
-            self.skip(
-                format!("{path}.statusChecks"),
-                "status checks gate rolling updates, which this host does not have yet",
-            );
-        }
-        Ok(mapped)
+        let status_checks = match checks {
+            Some(c) if !is_empty(&c) && method.is_rolling() => {
+                // Metacontroller's `statusChecks.conditions` has our shape.
+                let checks: StatusChecks =
+                    serde_json::from_value(c).with_context(|| format!("{path}.statusChecks"))?;
+                Some(checks)
+            }
+            Some(c) if !is_empty(&c) => {
+                self.skip(
+                    format!("{path}.statusChecks"),
+                    "status checks only gate the rolling methods",
+                );
+                None
+            }
+            _ => None,
+        };
+        Ok(UpdateStrategy {
+            method,
+            status_checks,
+            ..UpdateStrategy::default()
+        })
     }
 
     fn resync(&mut self, value: Option<Value>) -> anyhow::Result<Option<u32>> {
@@ -377,8 +379,8 @@ impl<'a> Converter<'a> {
             if take(&mut hooks, per_child).is_some_and(|v| !v.is_null()) {
                 self.skip(
                     format!("spec.hooks.{per_child}"),
-                    "per-child update hooks belong to rolling updates, which this host does not \
-                     have yet",
+                    "per-child update hooks are not supported: the rolling methods gate each \
+                     child on its statusChecks instead",
                 );
             }
         }
@@ -540,17 +542,22 @@ mod tests {
     }
 
     #[test]
-    fn rolling_methods_become_on_delete_and_are_reported() {
-        let mut spec = minimal();
-        spec["childResources"][0]["updateStrategy"] = json!({"method": "RollingInPlace",
-            "statusChecks": {"conditions": [{"type": "Ready"}]}});
-        let i = run(spec).unwrap();
-        assert_eq!(
-            i.controller.spec.child_resources[0].method(),
-            UpdateMethod::OnDelete
-        );
-        assert!(fields(&i).contains(&"spec.childResources[0].updateStrategy.method"));
-        assert!(fields(&i).contains(&"spec.childResources[0].updateStrategy.statusChecks"));
+    fn rolling_methods_and_their_status_checks_carry_over() {
+        for method in ["RollingInPlace", "RollingRecreate"] {
+            let mut spec = minimal();
+            spec["childResources"][0]["updateStrategy"] = json!({"method": method,
+                "statusChecks": {"conditions": [{"type": "Ready", "status": "True"}]}});
+            let i = run(spec).unwrap();
+            let s = i.controller.spec.child_resources[0]
+                .update_strategy
+                .clone()
+                .unwrap();
+            assert_eq!(serde_json::to_value(s.method).unwrap(), json!(method));
+            let checks = s.status_checks.expect("status checks");
+            assert_eq!(checks.conditions[0].type_, "Ready");
+            assert_eq!(checks.conditions[0].status.as_deref(), Some("True"));
+            assert!(fields(&i).is_empty(), "{:?}", i.unmappable);
+        }
     }
 
     #[test]

@@ -106,6 +106,7 @@ fn child(out: &mut String, c: &ChildPlan) {
         PlannedAction::Delete => ("-", "delete"),
         PlannedAction::Wait => (".", "wait (being deleted)"),
         PlannedAction::Conflict => ("!", "conflict"),
+        PlannedAction::Queued => ("…", "queued (rolling update)"),
     };
     let _ = write!(
         out,

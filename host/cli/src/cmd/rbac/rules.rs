@@ -20,6 +20,10 @@ const WASMCONTROLLER_STATUS: &[&str] = &["patch"];
 /// Parents: watch + cache, finalizer add/remove (JSON patch with a test op),
 /// status merge patch when the kind has no status subresource.
 const PARENT: &[&str] = &["get", "list", "watch", "patch"];
+/// Decorated objects (decorator mode) without `finalize`: watch + cache
+/// only; the host never writes them (status only with `writeStatus`, and a
+/// kind without a status subresource then needs `patch`, see PARENT).
+const DECORATED: &[&str] = &["get", "list", "watch"];
 /// Parent status subresource: merge patch.
 const PARENT_STATUS: &[&str] = &["patch"];
 /// `<parent>/finalizers`: children carry `blockOwnerDeletion: true`, which the
@@ -173,19 +177,36 @@ pub fn needs(
     let mut parent_crds: BTreeSet<String> = BTreeSet::new();
     for (name, spec) in specs {
         let ctx = |what: &str| format!("WasmController {name}: {what}");
-        let parent =
-            resolve(&spec.parent_resource, known).with_context(|| ctx("parentResource"))?;
+        let parent = resolve(spec.parent_ref(), known).with_context(|| ctx("parentResource"))?;
         // Built-in groups have no dot; CRD groups must have one.
         if parent.group.contains('.') {
             parent_crds.insert(format!("{}.{}", parent.resource, parent.group));
         }
-        g.add(&parent.group, &parent.resource, &[], PARENT);
-        g.add(
-            &parent.group,
-            &format!("{}/status", parent.resource),
-            &[],
-            PARENT_STATUS,
-        );
+        match &spec.decorate {
+            // Decorated objects: read; patch only for the finalizer (when the
+            // plugin finalizes) and the status only with `writeStatus`.
+            Some(d) => {
+                let verbs: &[&str] = if spec.finalize { PARENT } else { DECORATED };
+                g.add(&parent.group, &parent.resource, &[], verbs);
+                if d.write_status {
+                    g.add(
+                        &parent.group,
+                        &format!("{}/status", parent.resource),
+                        &[],
+                        PARENT_STATUS,
+                    );
+                }
+            }
+            None => {
+                g.add(&parent.group, &parent.resource, &[], PARENT);
+                g.add(
+                    &parent.group,
+                    &format!("{}/status", parent.resource),
+                    &[],
+                    PARENT_STATUS,
+                );
+            }
+        }
         if spec.finalize || !spec.child_resources.is_empty() {
             g.add(
                 &parent.group,
@@ -495,6 +516,59 @@ mod tests {
                 s(&["update"])
             )),
             "{f:?}"
+        );
+    }
+
+    #[test]
+    fn a_decorator_reads_the_decorated_objects_and_writes_them_only_when_told() {
+        let decorator = |finalize: bool, write_status: bool| {
+            spec(json!({
+                "decorate": {"resource": {"apiVersion": "v1", "resource": "namespaces"},
+                             "labelSelector": {"matchLabels": {"team": "a"}},
+                             "writeStatus": write_status},
+                "childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+                "plugin": {"path": "/p.wasm"},
+                "finalize": finalize
+            }))
+        };
+        let rules_of = |s| {
+            let rules = cluster_rules(&[("d".into(), s)], &KnownPlurals::new()).unwrap();
+            flat(&rules)
+                .into_iter()
+                .filter(|r| r.1.iter().any(|x| x.starts_with("namespaces")))
+                .collect::<Vec<_>>()
+        };
+        let read_only = rules_of(decorator(false, false));
+        assert!(
+            read_only.contains(&(
+                String::new(),
+                s(&["namespaces"]),
+                vec![],
+                s(&["get", "list", "watch"])
+            )),
+            "{read_only:?}"
+        );
+        assert!(
+            !read_only
+                .iter()
+                .any(|r| r.1.contains(&"namespaces/status".to_string())),
+            "{read_only:?}"
+        );
+        let writing = rules_of(decorator(true, true));
+        assert!(
+            writing.contains(&(
+                String::new(),
+                s(&["namespaces"]),
+                vec![],
+                s(&["get", "list", "watch", "patch"])
+            )),
+            "{writing:?}"
+        );
+        assert!(
+            writing
+                .iter()
+                .any(|r| r.1.contains(&"namespaces/status".to_string())),
+            "{writing:?}"
         );
     }
 

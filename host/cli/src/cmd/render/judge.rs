@@ -226,7 +226,7 @@ impl Rules {
         let Some(spec) = &self.controller else {
             return Ok(ns);
         };
-        let r = &spec.parent_resource;
+        let r = spec.parent_ref();
         let k = self
             .resolve(r)
             .ok_or_else(|| Self::unresolved("spec.parentResource", r))?;
