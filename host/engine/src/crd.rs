@@ -11,6 +11,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::decide::memo::Memoize;
+
 /// API group of every wasm-reconciler resource.
 pub const GROUP: &str = "wasm-reconciler.dev";
 
@@ -196,6 +198,12 @@ pub struct PluginSource {
     /// Automatic rollback of a new version that faults too often.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<RollbackPolicy>,
+    /// Skip the plugin call (and every write) when a parent's inputs equal
+    /// those of the last call that found it converged: `Auto` (default) for
+    /// plugins that declare they do not read `now` (contract 0.2.0),
+    /// `Always` also for 0.1.0 plugins, `Never`. See docs/memoisation.md.
+    #[serde(default, skip_serializing_if = "Memoize::is_auto")]
+    pub memoize: Memoize,
 }
 
 /// Judges a newly loaded plugin version by its first reconciles: when more than

@@ -18,6 +18,7 @@ use wr_runtime::FaultKind;
 
 use crate::apply::{self, ChildAction};
 use crate::controller::state::Controller;
+use crate::decide::memo::{self, MemoCheck};
 use crate::decide::{
     self, Answer, ChildStep, Decision, DeleteStep, Failed, FailureClass, FinalizerChange, Problem,
     Requeue, Then,
@@ -156,6 +157,7 @@ fn forget(ctl: &Controller, key: &ObjectKey) {
     ctl.set_health(key, None);
     ctl.forget_status(key);
     ctl.status_accepted(key);
+    ctl.memo.forget(key);
 }
 
 fn parent_api(ctl: &Controller, key: &ObjectKey) -> Api<DynamicObject> {
@@ -223,12 +225,22 @@ async fn pass(
         // No plugin call, but the status still says what this host decided
         // (someone may have overwritten it since).
         write_status(ctl, key, &api, &parent, status).await?;
+        ctl.memo.forget(key);
         return Ok(Some(wait));
     }
     let observed = decide::observe(&ctl.target, parent, ctl.as_ref());
     let req = decide::request(&ctl.target, &observed, &now_rfc3339());
-    ctl.count_call();
     let plugin = ctl.plugin();
+    let (last, requeue_after) = ctl.memo.last(key).unzip();
+    let memo = memo::check(
+        ctl.memo.memoisable(plugin.info().as_ref()),
+        || memo::inputs_hash(plugin.digest(), &req),
+        last,
+    );
+    if memo == MemoCheck::Skip {
+        return Ok(memoised(ctl, key, requeue_after.flatten()));
+    }
+    ctl.count_call();
     let started = std::time::Instant::now();
     let result = plugin.reconcile(&req, &ctl.target.limits).await;
     let took = started.elapsed();
@@ -238,11 +250,27 @@ async fn pass(
     let parent = observed.parent;
     match decision {
         Decision::Failed(f) => {
+            ctl.memo.forget(key);
             *verdict = Some(f.result);
             execute_failure(ctl, key, &api, &parent, f).await
         }
-        Decision::Answered(a) => execute_answer(ctl, key, &api, &parent, &a).await,
+        Decision::Answered(a) => execute_answer(ctl, key, &api, &parent, &a, memo).await,
     }
+}
+
+/// Rule 13: the inputs equal those of the last call that found this parent
+/// converged, so the plugin would answer the same and nothing needs a write.
+/// Counted, healthy, looked at again when that call asked to be.
+fn memoised(ctl: &Controller, key: &ObjectKey, requeue_after: Option<Duration>) -> Option<Duration> {
+    tracing::debug!(action = "memoised", "inputs unchanged since a converged pass; plugin not called");
+    ctl.stats
+        .memoised
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if let Some(obs) = ctl.observer.as_deref() {
+        obs.reconcile_memoised(&ctl.target.name);
+    }
+    ctl.set_health(key, Some(true));
+    next_run(ctl, requeue_after.map_or(Requeue::Resync, Requeue::Within))
 }
 
 /// Carries out [`decide::admit`]: the finalizer change, then either stop
@@ -353,6 +381,7 @@ async fn execute_answer(
     api: &Api<DynamicObject>,
     parent: &DynamicObject,
     a: &Answer,
+    memo: MemoCheck,
 ) -> Result<Option<Duration>, Fail> {
     let uid = parent.metadata.uid.clone().unwrap_or_default();
     let on = regarding(ctl, parent);
@@ -369,8 +398,16 @@ async fn execute_answer(
     }
     let seen: Vec<Problem> = problems.iter().map(|p| p.problem.clone()).collect();
     let settle = a.settle(&seen);
+    let mut status_unchanged = true;
     if let Some(update) = settle.status {
-        write_status(ctl, key, api, parent, update).await?;
+        ctl.memo.forget(key);
+        status_unchanged = !write_status(ctl, key, api, parent, update).await?;
+    }
+    match memo {
+        MemoCheck::Call(inputs) if problems.is_empty() && memo::quiet(a, status_unchanged) => {
+            ctl.memo.record(key, inputs, a.requeue_after);
+        }
+        _ => ctl.memo.forget(key),
     }
     for ev in &a.events {
         ctl.events.record(&on, ev.kind, &ev.reason, &ev.message);
@@ -392,11 +429,16 @@ async fn execute_answer(
     if let Some(retry) = problems.into_iter().find_map(|p| p.retry) {
         return Err(retry);
     }
-    Ok(match settle.requeue {
+    Ok(next_run(ctl, settle.requeue))
+}
+
+/// When to look at a parent again after a successful pass.
+fn next_run(ctl: &Controller, requeue: Requeue) -> Option<Duration> {
+    match requeue {
         Requeue::Never => None,
         Requeue::Within(d) => Some(d.min(ctl.jittered_resync())),
         Requeue::Resync | Requeue::Backoff => Some(ctl.jittered_resync()),
-    })
+    }
 }
 
 fn precondition_or(e: &kube::Error) -> Fail {
@@ -613,7 +655,7 @@ async fn write_status(
     api: &Api<DynamicObject>,
     parent: &DynamicObject,
     update: StatusUpdate,
-) -> Result<(), Fail> {
+) -> Result<bool, Fail> {
     let mut fresh: Option<DynamicObject> = None;
     for _ in 0..=CONFLICT_RETRIES {
         let base = fresh.as_ref().unwrap_or(parent);
@@ -629,7 +671,7 @@ async fn write_status(
         );
         let Some(new) = computed else {
             already_right(ctl, key, current, fresh.is_none());
-            return Ok(());
+            return Ok(false);
         };
         let restoring = ctl.status_seen.matches(key, current) == Some(false);
         if restoring
@@ -653,7 +695,7 @@ async fn write_status(
             restoring,
         };
         match patch_status(ctl, key, api, write).await? {
-            None => return Ok(()),
+            None => return Ok(true),
             Some(f) => fresh = Some(f),
         }
     }

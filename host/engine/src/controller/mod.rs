@@ -182,6 +182,7 @@ pub(crate) async fn start(
         observer: settings.observer.clone(),
         status_rejections: Mutex::default(),
         nudge: settings.nudge.clone(),
+        memo: crate::memo::MemoTable::new(spec.plugin.memoize),
         target,
     });
     let subs = subscribe(&ctl);

@@ -43,6 +43,9 @@ pub struct ControllerStats {
     pub plugin_calls: AtomicU64,
     /// Reconciles run.
     pub reconciles: AtomicU64,
+    /// Reconciles that skipped the plugin call and every write because the
+    /// inputs equalled the last quiet pass's (rule 13, `crate::decide::memo`).
+    pub memoised: AtomicU64,
 }
 
 /// A callback that makes the manager sync one WasmController.
@@ -77,6 +80,8 @@ pub(crate) struct Controller {
     /// Asks the manager to sync this controller's WasmController soon (to
     /// report something new on it).
     pub nudge: Option<Nudge>,
+    /// Per parent: the inputs of the last quiet plugin call (rule 13).
+    pub memo: crate::memo::MemoTable,
 }
 
 impl Source for Controller {

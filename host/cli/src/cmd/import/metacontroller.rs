@@ -154,6 +154,7 @@ impl<'a> Converter<'a> {
                 sha256: None,
                 config: Some(config),
                 rollback: None,
+                memoize: Default::default(),
             },
             PluginPlacement::Path(path) => PluginSource {
                 config_map: None,
@@ -161,6 +162,7 @@ impl<'a> Converter<'a> {
                 sha256: None,
                 config: Some(config),
                 rollback: None,
+                memoize: Default::default(),
             },
         };
         let spec = WasmControllerSpec {
