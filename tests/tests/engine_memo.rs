@@ -239,6 +239,9 @@ async fn resyncs_of(reads_now: Option<bool>, memoize: Option<&str>) -> Result<Wi
     });
     controller(&env, plugin, "p", memoize, json!({})).await?;
     let s = converged_fleet(&mut env, 2).await?;
+    // A first window lets the convergence's last writes (aggregated events)
+    // land; the second is the steady state.
+    resync_window(&env, &p, &s, 4).await?;
     resync_window(&env, &p, &s, 6).await
 }
 

@@ -14,6 +14,13 @@ use wr_runtime::PluginInfo;
 use crate::decide::memo::{InputsHash, Memoize, memoisable};
 use crate::queue::ObjectKey;
 
+/// How many passes of one parent generation may leave the status write to
+/// the pass their child writes trigger. Creating children typically takes
+/// two (the second pass may run on the watch event of the first child before
+/// the others' have arrived); the bound keeps a child that someone else keeps
+/// changing from holding the status back.
+pub(crate) const MAX_DEFERRALS: u8 = 3;
+
 /// What a quiet pass left for the next one.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -26,6 +33,9 @@ struct Entry {
 pub(crate) struct MemoTable {
     policy: Memoize,
     last: Mutex<HashMap<ObjectKey, Entry>>,
+    /// Per parent: the (uid, generation) whose status write was deferred
+    /// ([`crate::decide::converge`]) and how many times.
+    deferred: Mutex<HashMap<ObjectKey, (String, Option<i64>, u8)>>,
 }
 
 impl MemoTable {
@@ -34,6 +44,7 @@ impl MemoTable {
         MemoTable {
             policy,
             last: Mutex::default(),
+            deferred: Mutex::default(),
         }
     }
 
@@ -62,9 +73,35 @@ impl MemoTable {
         );
     }
 
-    /// Forgets `key` (the pass was not quiet, failed, or the parent is gone).
+    /// Forgets `key`'s recorded inputs (the pass was not quiet or failed).
     pub fn forget(&self, key: &ObjectKey) {
         self.lock().remove(key);
+    }
+
+    /// Forgets everything about `key` (the parent is gone).
+    pub fn forget_parent(&self, key: &ObjectKey) {
+        self.forget(key);
+        self.deferred
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    /// True for the first [`MAX_DEFERRALS`] times it is asked for `key` at
+    /// this (uid, generation): a child that keeps changing (another writer
+    /// fighting the host) cannot keep the parent's status from being written.
+    pub fn may_defer(&self, key: &ObjectKey, generation: (&str, Option<i64>)) -> bool {
+        let mut m = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+        let (uid, g) = generation;
+        let e = m.entry(key.clone()).or_insert_with(|| (uid.to_string(), g, 0));
+        if e.0 != uid || e.1 != g {
+            *e = (uid.to_string(), g, 0);
+        }
+        if e.2 >= MAX_DEFERRALS {
+            return false;
+        }
+        e.2 += 1;
+        true
     }
 
     /// Parents with a recorded hash.
@@ -93,5 +130,26 @@ mod tests {
         t.forget(&k);
         assert_eq!(t.len(), 0);
         assert!(t.last(&k).is_none());
+    }
+
+    #[test]
+    fn a_status_write_is_deferred_a_bounded_number_of_times_per_generation() {
+        let t = MemoTable::new(Memoize::Auto);
+        let k = ObjectKey {
+            namespace: None,
+            name: "p".into(),
+        };
+        for _ in 0..MAX_DEFERRALS {
+            assert!(t.may_defer(&k, ("u", Some(1))));
+        }
+        assert!(!t.may_defer(&k, ("u", Some(1))), "bounded per generation");
+        assert!(t.may_defer(&k, ("u", Some(2))), "a new generation");
+        assert!(t.may_defer(&k, ("other", Some(2))), "a new object");
+        for _ in 0..MAX_DEFERRALS {
+            t.may_defer(&k, ("other", Some(2)));
+        }
+        assert!(!t.may_defer(&k, ("other", Some(2))));
+        t.forget_parent(&k);
+        assert!(t.may_defer(&k, ("other", Some(2))), "forgotten with the parent");
     }
 }

@@ -19,6 +19,7 @@ use wr_runtime::FaultKind;
 use crate::apply::{self, ChildAction};
 use crate::controller::state::Controller;
 use crate::decide::memo::{self, MemoCheck};
+use crate::decide::{Source, converge};
 use crate::decide::{
     self, Answer, ChildStep, Decision, DeleteStep, Failed, FailureClass, FinalizerChange, Problem,
     Requeue, Then,
@@ -157,7 +158,7 @@ fn forget(ctl: &Controller, key: &ObjectKey) {
     ctl.set_health(key, None);
     ctl.forget_status(key);
     ctl.status_accepted(key);
-    ctl.memo.forget(key);
+    ctl.memo.forget_parent(key);
 }
 
 fn parent_api(ctl: &Controller, key: &ObjectKey) -> Api<DynamicObject> {
@@ -386,14 +387,17 @@ async fn execute_answer(
     let uid = parent.metadata.uid.clone().unwrap_or_default();
     let on = regarding(ctl, parent);
     let mut problems: Vec<ChildProblem> = Vec::new();
+    let mut echoes = 0;
     for step in &a.children {
-        if let Err(p) = apply_child(ctl, step, &uid, &on).await {
-            problems.push(p);
+        match apply_child(ctl, step, &uid, &on).await {
+            Ok(changed) => echoes += usize::from(changed),
+            Err(p) => problems.push(p),
         }
     }
     for d in &a.deletes {
-        if let Err(p) = delete_child(ctl, d, &on).await {
-            problems.push(p);
+        match delete_child(ctl, d, &on).await {
+            Ok(changed) => echoes += usize::from(changed),
+            Err(p) => problems.push(p),
         }
     }
     let seen: Vec<Problem> = problems.iter().map(|p| p.problem.clone()).collect();
@@ -401,7 +405,17 @@ async fn execute_answer(
     let mut status_unchanged = true;
     if let Some(update) = settle.status {
         ctl.memo.forget(key);
-        status_unchanged = !write_status(ctl, key, api, parent, update).await?;
+        let generation = (uid.as_str(), parent.metadata.generation);
+        let defer = converge::defer_status(a, seen.is_empty(), echoes)
+            && ctl.memo.may_defer(key, generation);
+        if defer {
+            tracing::debug!(
+                action = "defer-status",
+                "children changed; the status is written by the pass their watch events trigger"
+            );
+        } else {
+            status_unchanged = !write_status(ctl, key, api, parent, update).await?;
+        }
     }
     match memo {
         MemoCheck::Call(inputs) if problems.is_empty() && memo::quiet(a, status_unchanged) => {
@@ -454,7 +468,7 @@ async fn delete_child(
     ctl: &Controller,
     d: &DeleteStep,
     on: &Regarding,
-) -> Result<(), ChildProblem> {
+) -> Result<bool, ChildProblem> {
     let label = &d.label;
     tracing::info!(action = "delete-child", child = %label, "deleting child that is no longer desired");
     let api = child_api(ctl, d.kind, d.namespace.as_deref());
@@ -466,10 +480,10 @@ async fn delete_child(
                 "ChildDeleted",
                 &format!("deleted {label}"),
             );
-            Ok(())
+            Ok(true)
         }
         Err(e) => match classify(&e) {
-            ApiErrorClass::NotFound | ApiErrorClass::Conflict => Ok(()),
+            ApiErrorClass::NotFound | ApiErrorClass::Conflict => Ok(false),
             _ => Err(ChildProblem {
                 problem: Problem {
                     reason: "DeleteFailed",
@@ -488,7 +502,7 @@ async fn apply_child(
     step: &ChildStep,
     parent_uid: &str,
     on: &Regarding,
-) -> Result<(), ChildProblem> {
+) -> Result<bool, ChildProblem> {
     let api = child_api(ctl, step.kind, step.namespace.as_deref());
     let method = ctl.target.children[step.kind].method;
     let label = &step.label;
@@ -496,7 +510,7 @@ async fn apply_child(
     // Two rounds at most: a create that finds an existing object looks at it once.
     for _ in 0..2 {
         match &action {
-            ChildAction::Unchanged | ChildAction::Left | ChildAction::Wait => return Ok(()),
+            ChildAction::Unchanged | ChildAction::Left | ChildAction::Wait => return Ok(false),
             ChildAction::Collision(why) => {
                 let message = apply::collision_message(label, why);
                 tracing::warn!(action = "collision", child = %label, "child name taken by another owner");
@@ -511,8 +525,8 @@ async fn apply_child(
                 });
             }
             ChildAction::Create => match create_child(ctl, &api, step, on).await? {
-                None => return Ok(()),
-                Some(fresh) => {
+                Created::Done(created) => return Ok(created),
+                Created::Taken(fresh) => {
                     action = apply::decide(&step.object, Some(&fresh), parent_uid, method);
                 }
             },
@@ -520,22 +534,32 @@ async fn apply_child(
             ChildAction::Recreate { uid } => return recreate_child(&api, step, uid, ctl, on).await,
         }
     }
-    Ok(())
+    Ok(false)
 }
 
-/// Creates a child; `Some(object)` when the name turned out to be taken.
+/// What a create found.
+enum Created {
+    /// Done; true when the server created it or the cache has not shown it
+    /// yet (either way its watch event will follow).
+    Done(bool),
+    /// The name is taken by this object: decide again.
+    Taken(DynamicObject),
+}
+
+/// Creates a child; [`Created::Taken`] when the name turned out to be taken.
 async fn create_child(
     ctl: &Controller,
     api: &Api<DynamicObject>,
     step: &ChildStep,
     on: &Regarding,
-) -> Result<Option<DynamicObject>, ChildProblem> {
+) -> Result<Created, ChildProblem> {
     let label = &step.label;
     tracing::info!(action = "create-child", child = %label, "creating child");
     match apply::create(api, &step.name, &step.object, &ctl.target.field_manager).await {
         Ok(c) if !c.created => {
             tracing::debug!(action = "create-child", child = %label, "child already there (cache lagging); nothing changed");
-            Ok(None)
+            // The cache has not seen it yet: its watch event is on the way.
+            Ok(Created::Done(true))
         }
         Ok(_) => {
             ctl.events.record(
@@ -544,7 +568,7 @@ async fn create_child(
                 "ChildCreated",
                 &format!("created {label}"),
             );
-            Ok(None)
+            Ok(Created::Done(true))
         }
         Err(e)
             if matches!(
@@ -556,7 +580,7 @@ async fn create_child(
             // name (409: its fields differ; 422: it has another
             // controller): look, and report the collision.
             match api.get_opt(&step.name).await {
-                Ok(Some(fresh)) => Ok(Some(fresh)),
+                Ok(Some(fresh)) => Ok(Created::Taken(fresh)),
                 // Nothing there: the refusal was about our own
                 // object (e.g. 422 naming a field); report it.
                 Ok(None) => Err(child_api_problem(label, &e)),
@@ -572,18 +596,28 @@ async fn update_child(
     api: &Api<DynamicObject>,
     step: &ChildStep,
     on: &Regarding,
-) -> Result<(), ChildProblem> {
+) -> Result<bool, ChildProblem> {
     let label = &step.label;
     tracing::info!(action = "update-child", child = %label, "applying child");
+    let key = ObjectKey {
+        namespace: step.namespace.clone(),
+        name: step.name.clone(),
+    };
+    let seen_rv = ctl
+        .child(step.kind, &key)
+        .and_then(|c| c.metadata.resource_version.clone());
     match apply::apply(api, &step.name, &step.object, &ctl.target.field_manager).await {
-        Ok(_) => {
+        Ok(stored) => {
+            // The server changed it only if its resourceVersion moved: then
+            // its watch event will trigger another pass.
+            let changed = seen_rv.is_some() && stored.metadata.resource_version != seen_rv;
             ctl.events.record(
                 on,
                 EventKind::Normal,
                 "ChildUpdated",
                 &format!("updated {label}"),
             );
-            Ok(())
+            Ok(changed)
         }
         Err(e) => Err(child_api_problem(label, &e)),
     }
@@ -595,7 +629,7 @@ async fn recreate_child(
     uid: &str,
     ctl: &Controller,
     on: &Regarding,
-) -> Result<(), ChildProblem> {
+) -> Result<bool, ChildProblem> {
     let label = &step.label;
     tracing::info!(action = "recreate-child", child = %label, "deleting child to recreate it");
     match apply::delete(api, &step.name, uid).await {
@@ -606,7 +640,7 @@ async fn recreate_child(
                 "ChildDeleted",
                 &format!("deleted {label} to recreate it"),
             );
-            Ok(())
+            Ok(true)
         }
         Err(e)
             if matches!(
@@ -614,7 +648,7 @@ async fn recreate_child(
                 ApiErrorClass::NotFound | ApiErrorClass::Conflict
             ) =>
         {
-            Ok(())
+            Ok(false)
         }
         Err(e) => Err(child_api_problem(label, &e)),
     }

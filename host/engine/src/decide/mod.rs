@@ -43,6 +43,7 @@ use crate::status::{DesiredCondition, StatusUpdate, next_status};
 use crate::target::Target;
 use crate::validate::{DesiredChild, validate_response};
 
+pub mod converge;
 pub mod memo;
 #[cfg(test)]
 mod tests;
