@@ -84,7 +84,12 @@ fn observing(req: &ReconcileRequest) -> ReconcileResponse {
         } else {
             ConditionStatus::False
         },
-        reason: if all_there { "AllChildren" } else { "Progressing" }.into(),
+        reason: if all_there {
+            "AllChildren"
+        } else {
+            "Progressing"
+        }
+        .into(),
         message: String::new(),
     });
     r.status = Some(json!({"observedChildren": req.children.len()}));
@@ -133,8 +138,12 @@ async fn converged_fleet(env: &mut Env, n: usize) -> Result<Arc<ControllerStats>
     env.namespace("ns1").await?;
     env.start_manager();
     for i in 0..n {
-        env.create_widget("ns1", &format!("w{i}"), json!({"value": "x", "children": ["a", "b"]}))
-            .await?;
+        env.create_widget(
+            "ns1",
+            &format!("w{i}"),
+            json!({"value": "x", "children": ["a", "b"]}),
+        )
+        .await?;
     }
     for i in 0..n {
         let api = env.widgets("ns1");
@@ -251,15 +260,26 @@ async fn a_plugin_that_reads_now_is_called_on_every_reconcile() -> Result<()> {
     for (reads_now, memoize, what) in [
         (Some(true), None, "declares it reads now"),
         // The opt-in never overrides a plugin's own declaration.
-        (Some(true), Some("Always"), "declares it reads now, memoize: Always"),
+        (
+            Some(true),
+            Some("Always"),
+            "declares it reads now, memoize: Always",
+        ),
         (None, None, "declares nothing (0.1.0), memoize: Auto"),
         (Some(false), Some("Never"), "pure, memoize: Never"),
     ] {
         let w = resyncs_of(reads_now, memoize).await?;
         assert_eq!(w.memoised, 0, "{what}: {w:?}");
-        assert_eq!(w.calls, w.reconciles, "{what}: one call per reconcile: {w:?}");
+        assert_eq!(
+            w.calls, w.reconciles,
+            "{what}: one call per reconcile: {w:?}"
+        );
         assert!(w.calls >= 6, "{what}: {w:?}");
-        assert!(w.writes.is_empty(), "{what}: converged, nothing written: {:?}", w.writes);
+        assert!(
+            w.writes.is_empty(),
+            "{what}: converged, nothing written: {:?}",
+            w.writes
+        );
     }
     Ok(())
 }
@@ -324,7 +344,10 @@ async fn a_changed_input_config_or_plugin_version_calls_the_plugin_again() -> Re
         (child_data(&env, "w0-a").await.ok()?["tag"] == "t2").then_some(())
     })
     .await?;
-    assert!(p.calls() > before, "the plugin was called for the new config");
+    assert!(
+        p.calls() > before,
+        "the plugin was called for the new config"
+    );
 
     // A new plugin version: other bytes at the same path, hot reloaded.
     let v2 = ScriptPlugin::new("v2", |req, _| {

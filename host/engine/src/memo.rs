@@ -93,7 +93,9 @@ impl MemoTable {
     pub fn may_defer(&self, key: &ObjectKey, generation: (&str, Option<i64>)) -> bool {
         let mut m = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
         let (uid, g) = generation;
-        let e = m.entry(key.clone()).or_insert_with(|| (uid.to_string(), g, 0));
+        let e = m
+            .entry(key.clone())
+            .or_insert_with(|| (uid.to_string(), g, 0));
         if e.0 != uid || e.1 != g {
             *e = (uid.to_string(), g, 0);
         }
@@ -150,6 +152,9 @@ mod tests {
         }
         assert!(!t.may_defer(&k, ("other", Some(2))));
         t.forget_parent(&k);
-        assert!(t.may_defer(&k, ("other", Some(2))), "forgotten with the parent");
+        assert!(
+            t.may_defer(&k, ("other", Some(2))),
+            "forgotten with the parent"
+        );
     }
 }

@@ -19,11 +19,11 @@ use wr_runtime::FaultKind;
 use crate::apply::{self, ChildAction};
 use crate::controller::state::Controller;
 use crate::decide::memo::{self, MemoCheck};
-use crate::decide::{Source, converge};
 use crate::decide::{
     self, Answer, ChildStep, Decision, DeleteStep, Failed, FailureClass, FinalizerChange, Problem,
     Requeue, Then,
 };
+use crate::decide::{Source, converge};
 use crate::errors::{ApiErrorClass, classify, is_precondition_failure};
 use crate::events::{EventKind, Regarding};
 use crate::finalize;
@@ -262,8 +262,15 @@ async fn pass(
 /// Rule 13: the inputs equal those of the last call that found this parent
 /// converged, so the plugin would answer the same and nothing needs a write.
 /// Counted, healthy, looked at again when that call asked to be.
-fn memoised(ctl: &Controller, key: &ObjectKey, requeue_after: Option<Duration>) -> Option<Duration> {
-    tracing::debug!(action = "memoised", "inputs unchanged since a converged pass; plugin not called");
+fn memoised(
+    ctl: &Controller,
+    key: &ObjectKey,
+    requeue_after: Option<Duration>,
+) -> Option<Duration> {
+    tracing::debug!(
+        action = "memoised",
+        "inputs unchanged since a converged pass; plugin not called"
+    );
     ctl.stats
         .memoised
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -33,7 +33,9 @@ use super::Answer;
 
 /// `spec.plugin.memoize`: whether the host may skip a plugin call whose
 /// inputs did not change (see the module docs for the rule).
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
 pub enum Memoize {
     /// Skip only when the plugin declared (contract 0.2.0 `info()`) that it
     /// does not read `now`. A 0.1.0 plugin cannot declare it and is called
