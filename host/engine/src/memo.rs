@@ -21,6 +21,10 @@ use crate::queue::ObjectKey;
 /// changing from holding the status back.
 pub(crate) const MAX_DEFERRALS: u8 = 3;
 
+/// The parent generation (uid, generation) whose status write was deferred,
+/// and how many times.
+type Deferred = (String, Option<i64>, u8);
+
 /// What a quiet pass left for the next one.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -35,7 +39,7 @@ pub(crate) struct MemoTable {
     last: Mutex<HashMap<ObjectKey, Entry>>,
     /// Per parent: the (uid, generation) whose status write was deferred
     /// ([`crate::decide::converge`]) and how many times.
-    deferred: Mutex<HashMap<ObjectKey, (String, Option<i64>, u8)>>,
+    deferred: Mutex<HashMap<ObjectKey, Deferred>>,
 }
 
 impl MemoTable {

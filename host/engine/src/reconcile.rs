@@ -550,7 +550,7 @@ enum Created {
     /// yet (either way its watch event will follow).
     Done(bool),
     /// The name is taken by this object: decide again.
-    Taken(DynamicObject),
+    Taken(Box<DynamicObject>),
 }
 
 /// Creates a child; [`Created::Taken`] when the name turned out to be taken.
@@ -587,7 +587,7 @@ async fn create_child(
             // name (409: its fields differ; 422: it has another
             // controller): look, and report the collision.
             match api.get_opt(&step.name).await {
-                Ok(Some(fresh)) => Ok(Created::Taken(fresh)),
+                Ok(Some(fresh)) => Ok(Created::Taken(Box::new(fresh))),
                 // Nothing there: the refusal was about our own
                 // object (e.g. 422 naming a field); report it.
                 Ok(None) => Err(child_api_problem(label, &e)),

@@ -208,7 +208,8 @@ mod tests {
         later.now = "2026-06-01T00:00:00Z".into();
         assert_eq!(inputs_hash("sha256:a", &later), base, "now is not an input");
         assert_ne!(inputs_hash("sha256:b", &req()), base, "plugin version");
-        let changes: Vec<Box<dyn Fn(&mut ReconcileRequest)>> = vec![
+        type Change = Box<dyn Fn(&mut ReconcileRequest)>;
+        let changes: Vec<Change> = vec![
             Box::new(|r| r.parent["spec"]["v"] = json!(2)),
             Box::new(|r| r.parent["metadata"]["resourceVersion"] = json!("6")),
             Box::new(|r| r.parent["status"] = json!({"x": 1})),
