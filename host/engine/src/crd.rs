@@ -11,6 +11,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::decide::memo::Memoize;
+
 /// API group of every wasm-reconciler resource.
 pub const GROUP: &str = "wasm-reconciler.dev";
 
@@ -477,6 +479,12 @@ pub struct PluginSource {
     /// its digest (`publish --sign`) by one of `trustedKeys`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<SignaturePolicy>,
+    /// Skip the plugin call (and every write) when a parent's inputs equal
+    /// those of the last call that found it converged: `Auto` (default) for
+    /// plugins that declare they do not read `now` (contract 0.2.0),
+    /// `Always` also for 0.1.0 plugins, `Never`. See docs/memoisation.md.
+    #[serde(default, skip_serializing_if = "Memoize::is_auto")]
+    pub memoize: Memoize,
 }
 
 /// Signed plugins (`crate::signing`): a component is loaded only with an

@@ -22,6 +22,7 @@ pub mod events;
 pub mod finalize;
 pub mod loads;
 pub mod manager;
+mod memo;
 pub mod observe;
 pub mod plan;
 pub mod plugin;

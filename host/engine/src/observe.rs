@@ -51,6 +51,10 @@ pub struct ReconcileReport {
 pub trait EngineObserver: Send + Sync {
     /// A reconcile of a parent of `controller` ended.
     fn reconcile_finished(&self, _controller: &str, _result: ReconcileResult, _took: Duration) {}
+    /// A reconcile skipped the plugin call and every write: its inputs equalled
+    /// those of the last call that found the parent converged (memoisation).
+    /// It is also reported through [`EngineObserver::reconcile_finished`].
+    fn reconcile_memoised(&self, _controller: &str) {}
     /// A plugin call returned; `fault` is set when the sandbox stopped it.
     fn plugin_call(&self, _controller: &str, _took: Duration, _fault: Option<FaultKind>) {}
     /// A parent was scheduled again after a failed reconcile.

@@ -339,6 +339,7 @@ mod tests {
             config: None,
             rollback: None,
             signature: None,
+            memoize: Default::default(),
         };
         let client =
             kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))

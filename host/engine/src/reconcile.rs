@@ -18,10 +18,12 @@ use wr_runtime::FaultKind;
 
 use crate::apply::{self, ChildAction};
 use crate::controller::state::Controller;
+use crate::decide::memo::{self, MemoCheck};
 use crate::decide::{
     self, Answer, ChildStep, Decision, DeleteStep, Failed, FailureClass, FinalizerChange, Problem,
     Requeue, Then,
 };
+use crate::decide::{Source, converge};
 use crate::errors::{ApiErrorClass, classify, is_precondition_failure};
 use crate::events::{EventKind, Regarding};
 use crate::finalize;
@@ -157,6 +159,7 @@ fn forget(ctl: &Controller, key: &ObjectKey) {
     ctl.forget_status(key);
     ctl.status_accepted(key);
     ctl.selections.forget(key);
+    ctl.memo.forget_parent(key);
 }
 
 fn parent_api(ctl: &Controller, key: &ObjectKey) -> Api<DynamicObject> {
@@ -224,10 +227,12 @@ async fn pass(
         // No plugin call, but the status still says what this host decided
         // (someone may have overwritten it since).
         write_status(ctl, key, &api, &parent, status).await?;
+        ctl.memo.forget(key);
         return Ok(Some(wait));
     }
     let mut observed = decide::observe(&ctl.target, parent, ctl.as_ref());
     let now = now_rfc3339();
+    let mut memo = MemoCheck::Off;
     let decision = if ctl.target.selects(&observed.parent) {
         let plugin = ctl.plugin();
         let started = std::time::Instant::now();
@@ -242,6 +247,17 @@ async fn pass(
             Ok(selection) => {
                 selection.narrow(&ctl.target, &mut observed);
                 let req = decide::request(&ctl.target, &observed, &now);
+                // Rule 13: the inputs (the narrowed request, `now` aside)
+                // equal those of the last quiet pass: nothing to do.
+                let (last, requeue_after) = ctl.memo.last(key).unzip();
+                memo = memo::check(
+                    ctl.memo.memoisable(plugin.info().as_ref()),
+                    || memo::inputs_hash(plugin.digest(), &req),
+                    last,
+                );
+                if memo == MemoCheck::Skip {
+                    return Ok(memoised(ctl, key, requeue_after.flatten()));
+                }
                 ctl.count_call();
                 let result = plugin.reconcile(&req, &ctl.target.limits).await;
                 (Some(req), result)
@@ -269,18 +285,41 @@ async fn pass(
     let parent = observed.parent;
     match decision {
         Decision::Failed(f) => {
+            ctl.memo.forget(key);
             *verdict = Some(f.result);
             execute_failure(ctl, key, &api, &parent, f).await
         }
         // Decorator mode, not selected: its own changes (a matching label)
         // or its attachments' bring it back; no resync.
         Decision::Answered(a) if !ctl.target.selects(&parent) => {
-            execute_answer(ctl, key, &api, &parent, &a)
+            execute_answer(ctl, key, &api, &parent, &a, memo)
                 .await
                 .map(|_| None)
         }
-        Decision::Answered(a) => execute_answer(ctl, key, &api, &parent, &a).await,
+        Decision::Answered(a) => execute_answer(ctl, key, &api, &parent, &a, memo).await,
     }
+}
+
+/// Rule 13: the inputs equal those of the last call that found this parent
+/// converged, so the plugin would answer the same and nothing needs a write.
+/// Counted, healthy, looked at again when that call asked to be.
+fn memoised(
+    ctl: &Controller,
+    key: &ObjectKey,
+    requeue_after: Option<Duration>,
+) -> Option<Duration> {
+    tracing::debug!(
+        action = "memoised",
+        "inputs unchanged since a converged pass; plugin not called"
+    );
+    ctl.stats
+        .memoised
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if let Some(obs) = ctl.observer.as_deref() {
+        obs.reconcile_memoised(&ctl.target.name);
+    }
+    ctl.set_health(key, Some(true));
+    next_run(ctl, requeue_after.map_or(Requeue::Resync, Requeue::Within))
 }
 
 /// Carries out [`decide::admit`]: the finalizer change, then either stop
@@ -391,6 +430,7 @@ async fn execute_answer(
     api: &Api<DynamicObject>,
     parent: &DynamicObject,
     a: &Answer,
+    memo: MemoCheck,
 ) -> Result<Option<Duration>, Fail> {
     let uid = parent.metadata.uid.clone().unwrap_or_default();
     let on = regarding(ctl, parent);
@@ -399,21 +439,42 @@ async fn execute_answer(
     if let Some(problem) = a.stalled() {
         tracing::warn!(action = "rollout-stalled", reason = %problem.message, "rolling update stopped");
     }
+    let mut echoes = 0;
     for step in &a.children {
-        if let Err(p) = apply_child(ctl, step, &uid, &on, &adopt).await {
-            problems.push(p);
+        match apply_child(ctl, step, &uid, &on, &adopt).await {
+            Ok(changed) => echoes += usize::from(changed),
+            Err(p) => problems.push(p),
         }
     }
     for d in &a.deletes {
-        if let Err(p) = delete_child(ctl, d, &on).await {
-            problems.push(p);
+        match delete_child(ctl, d, &on).await {
+            Ok(changed) => echoes += usize::from(changed),
+            Err(p) => problems.push(p),
         }
     }
     let mut seen: Vec<Problem> = problems.iter().map(|p| p.problem.clone()).collect();
     seen.extend(a.stalled());
     let settle = a.settle(&seen);
+    let mut status_unchanged = true;
     if let Some(update) = settle.status {
-        write_status(ctl, key, api, parent, update).await?;
+        ctl.memo.forget(key);
+        let generation = (uid.as_str(), parent.metadata.generation);
+        let defer = converge::defer_status(a, seen.is_empty(), echoes)
+            && ctl.memo.may_defer(key, generation);
+        if defer {
+            tracing::debug!(
+                action = "defer-status",
+                "children changed; the status is written by the pass their watch events trigger"
+            );
+        } else {
+            status_unchanged = !write_status(ctl, key, api, parent, update).await?;
+        }
+    }
+    match memo {
+        MemoCheck::Call(inputs) if problems.is_empty() && memo::quiet(a, status_unchanged) => {
+            ctl.memo.record(key, inputs, a.requeue_after);
+        }
+        _ => ctl.memo.forget(key),
     }
     for ev in &a.events {
         ctl.events.record(&on, ev.kind, &ev.reason, &ev.message);
@@ -435,11 +496,16 @@ async fn execute_answer(
     if let Some(retry) = problems.into_iter().find_map(|p| p.retry) {
         return Err(retry);
     }
-    Ok(match settle.requeue {
+    Ok(next_run(ctl, settle.requeue))
+}
+
+/// When to look at a parent again after a successful pass.
+fn next_run(ctl: &Controller, requeue: Requeue) -> Option<Duration> {
+    match requeue {
         Requeue::Never => None,
         Requeue::Within(d) => Some(d.min(ctl.jittered_resync())),
         Requeue::Resync | Requeue::Backoff => Some(ctl.jittered_resync()),
-    })
+    }
 }
 
 fn precondition_or(e: &kube::Error) -> Fail {
@@ -455,7 +521,7 @@ async fn delete_child(
     ctl: &Controller,
     d: &DeleteStep,
     on: &Regarding,
-) -> Result<(), ChildProblem> {
+) -> Result<bool, ChildProblem> {
     let label = &d.label;
     tracing::info!(action = "delete-child", child = %label, "deleting child that is no longer desired");
     let api = child_api(ctl, d.kind, d.namespace.as_deref());
@@ -467,10 +533,10 @@ async fn delete_child(
                 "ChildDeleted",
                 &format!("deleted {label}"),
             );
-            Ok(())
+            Ok(true)
         }
         Err(e) => match classify(&e) {
-            ApiErrorClass::NotFound | ApiErrorClass::Conflict => Ok(()),
+            ApiErrorClass::NotFound | ApiErrorClass::Conflict => Ok(false),
             _ => Err(ChildProblem {
                 problem: Problem {
                     reason: "DeleteFailed",
@@ -490,7 +556,7 @@ async fn apply_child(
     parent_uid: &str,
     on: &Regarding,
     adopt: &crate::adopt::AdoptPolicy,
-) -> Result<(), ChildProblem> {
+) -> Result<bool, ChildProblem> {
     let api = child_api(ctl, step.kind, step.namespace.as_deref());
     let method = ctl.target.children[step.kind].method;
     let label = &step.label;
@@ -501,7 +567,7 @@ async fn apply_child(
             ChildAction::Unchanged
             | ChildAction::Left
             | ChildAction::Wait
-            | ChildAction::Queued(_) => return Ok(()),
+            | ChildAction::Queued(_) => return Ok(false),
             ChildAction::Collision(why) => {
                 let message = apply::collision_message(label, why);
                 tracing::warn!(action = "collision", child = %label, "child name taken by another owner");
@@ -516,8 +582,8 @@ async fn apply_child(
                 });
             }
             ChildAction::Create => match create_child(ctl, &api, step, on).await? {
-                None => return Ok(()),
-                Some(fresh) => {
+                Created::Done(created) => return Ok(created),
+                Created::Taken(fresh) => {
                     action = apply::decide_adopting(
                         &step.object,
                         Some(&fresh),
@@ -528,28 +594,40 @@ async fn apply_child(
                 }
             },
             ChildAction::Adopt | ChildAction::TakeOver => {
-                return adopt_child(ctl, &api, step, on, &action).await;
+                return adopt_child(ctl, &api, step, on, &action)
+                    .await
+                    .map(|()| true);
             }
             ChildAction::Apply => return update_child(ctl, &api, step, on).await,
             ChildAction::Recreate { uid } => return recreate_child(&api, step, uid, ctl, on).await,
         }
     }
-    Ok(())
+    Ok(false)
 }
 
-/// Creates a child; `Some(object)` when the name turned out to be taken.
+/// What a create found.
+enum Created {
+    /// Done; true when the server created it or the cache has not shown it
+    /// yet (either way its watch event will follow).
+    Done(bool),
+    /// The name is taken by this object: decide again.
+    Taken(Box<DynamicObject>),
+}
+
+/// Creates a child; [`Created::Taken`] when the name turned out to be taken.
 async fn create_child(
     ctl: &Controller,
     api: &Api<DynamicObject>,
     step: &ChildStep,
     on: &Regarding,
-) -> Result<Option<DynamicObject>, ChildProblem> {
+) -> Result<Created, ChildProblem> {
     let label = &step.label;
     tracing::info!(action = "create-child", child = %label, "creating child");
     match apply::create(api, &step.name, &step.object, &ctl.target.field_manager).await {
         Ok(c) if !c.created => {
             tracing::debug!(action = "create-child", child = %label, "child already there (cache lagging); nothing changed");
-            Ok(None)
+            // The cache has not seen it yet: its watch event is on the way.
+            Ok(Created::Done(true))
         }
         Ok(_) => {
             ctl.events.record(
@@ -558,7 +636,7 @@ async fn create_child(
                 "ChildCreated",
                 &format!("created {label}"),
             );
-            Ok(None)
+            Ok(Created::Done(true))
         }
         Err(e)
             if matches!(
@@ -570,7 +648,7 @@ async fn create_child(
             // name (409: its fields differ; 422: it has another
             // controller): look, and report the collision.
             match api.get_opt(&step.name).await {
-                Ok(Some(fresh)) => Ok(Some(fresh)),
+                Ok(Some(fresh)) => Ok(Created::Taken(Box::new(fresh))),
                 // Nothing there: the refusal was about our own
                 // object (e.g. 422 naming a field); report it.
                 Ok(None) => Err(child_api_problem(label, &e)),
@@ -586,18 +664,28 @@ async fn update_child(
     api: &Api<DynamicObject>,
     step: &ChildStep,
     on: &Regarding,
-) -> Result<(), ChildProblem> {
+) -> Result<bool, ChildProblem> {
     let label = &step.label;
     tracing::info!(action = "update-child", child = %label, "applying child");
+    let key = ObjectKey {
+        namespace: step.namespace.clone(),
+        name: step.name.clone(),
+    };
+    let seen_rv = ctl
+        .child(step.kind, &key)
+        .and_then(|c| c.metadata.resource_version.clone());
     match apply::apply(api, &step.name, &step.object, &ctl.target.field_manager).await {
-        Ok(_) => {
+        Ok(stored) => {
+            // The server changed it only if its resourceVersion moved: then
+            // its watch event will trigger another pass.
+            let changed = seen_rv.is_some() && stored.metadata.resource_version != seen_rv;
             ctl.events.record(
                 on,
                 EventKind::Normal,
                 "ChildUpdated",
                 &format!("updated {label}"),
             );
-            Ok(())
+            Ok(changed)
         }
         Err(e) => Err(child_api_problem(label, &e)),
     }
@@ -641,7 +729,7 @@ async fn recreate_child(
     uid: &str,
     ctl: &Controller,
     on: &Regarding,
-) -> Result<(), ChildProblem> {
+) -> Result<bool, ChildProblem> {
     let label = &step.label;
     tracing::info!(action = "recreate-child", child = %label, "deleting child to recreate it");
     match apply::delete(api, &step.name, uid).await {
@@ -652,7 +740,7 @@ async fn recreate_child(
                 "ChildDeleted",
                 &format!("deleted {label} to recreate it"),
             );
-            Ok(())
+            Ok(true)
         }
         Err(e)
             if matches!(
@@ -660,7 +748,7 @@ async fn recreate_child(
                 ApiErrorClass::NotFound | ApiErrorClass::Conflict
             ) =>
         {
-            Ok(())
+            Ok(false)
         }
         Err(e) => Err(child_api_problem(label, &e)),
     }
@@ -701,10 +789,10 @@ async fn write_status(
     api: &Api<DynamicObject>,
     parent: &DynamicObject,
     update: StatusUpdate,
-) -> Result<(), Fail> {
+) -> Result<bool, Fail> {
     if !ctl.target.writes_status(parent) {
         // Decorator mode without `writeStatus`: the status is its owner's.
-        return Ok(());
+        return Ok(false);
     }
     let mut fresh: Option<DynamicObject> = None;
     for _ in 0..=CONFLICT_RETRIES {
@@ -721,7 +809,7 @@ async fn write_status(
         );
         let Some(new) = computed else {
             already_right(ctl, key, current, fresh.is_none());
-            return Ok(());
+            return Ok(false);
         };
         let restoring = ctl.status_seen.matches(key, current) == Some(false);
         if restoring
@@ -745,7 +833,7 @@ async fn write_status(
             restoring,
         };
         match patch_status(ctl, key, api, write).await? {
-            None => return Ok(()),
+            None => return Ok(true),
             Some(f) => fresh = Some(f),
         }
     }

@@ -137,6 +137,7 @@ const VERBS: [&str; 9] = [
 #[derive(Debug)]
 pub struct Metrics {
     reconciles: Family<ResultLabels, Counter>,
+    reconciles_memoised: Family<ControllerLabels, Counter>,
     reconcile_duration: HistogramFamily<ResultLabels>,
     plugin_call_duration: HistogramFamily<ControllerLabels>,
     plugin_faults: Family<KindLabels, Counter>,
@@ -160,6 +161,7 @@ impl Metrics {
     pub fn new(registry: &mut Registry, liveness: Liveness) -> Self {
         let m = Metrics {
             reconciles: Family::default(),
+            reconciles_memoised: Family::default(),
             reconcile_duration: Family::new_with_constructor(reconcile_buckets),
             plugin_call_duration: Family::new_with_constructor(plugin_buckets),
             plugin_faults: Family::default(),
@@ -180,6 +182,11 @@ impl Metrics {
             "reconciles",
             "Reconciles finished, by controller and result",
             m.reconciles.clone(),
+        );
+        r.register(
+            "reconciles_memoised",
+            "Reconciles that skipped the plugin call and every write because the parent's inputs equalled those of its last converged call, by controller (also counted in reconciles_total)",
+            m.reconciles_memoised.clone(),
         );
         r.register(
             "reconcile_duration_seconds",
@@ -260,6 +267,13 @@ impl Metrics {
             .get_or_create(&l)
             .observe(duration.as_secs_f64());
         self.liveness.progress();
+    }
+
+    /// A reconcile was memoised (plugin call and writes skipped).
+    pub fn reconcile_memoised(&self, controller: &str) {
+        self.reconciles_memoised
+            .get_or_create(&controller_labels(controller))
+            .inc();
     }
 
     /// One plugin call returned (successfully or not).
@@ -394,6 +408,18 @@ mod tests {
         let mut r = Registry::default();
         let m = Metrics::new(&mut r, Liveness::new(Duration::from_secs(60)));
         (r, m)
+    }
+
+    #[test]
+    fn memoised_reconciles_are_counted_by_controller_only() {
+        let (r, m) = setup();
+        m.reconcile_memoised("web");
+        m.reconcile_memoised("web");
+        let t = text(&r);
+        assert!(
+            t.contains(r#"wasm_reconciler_reconciles_memoised_total{controller="web"} 2"#),
+            "{t}"
+        );
     }
 
     #[test]

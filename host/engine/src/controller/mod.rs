@@ -188,6 +188,7 @@ pub(crate) async fn start(
         nudge: settings.nudge.clone(),
         selections: Default::default(),
         recorder: settings.recorder.clone(),
+        memo: crate::memo::MemoTable::new(spec.plugin.memoize),
         target,
     });
     let subs = subscribe(&ctl);

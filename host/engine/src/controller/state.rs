@@ -43,6 +43,9 @@ pub struct ControllerStats {
     pub plugin_calls: AtomicU64,
     /// Reconciles run.
     pub reconciles: AtomicU64,
+    /// Reconciles that skipped the plugin call and every write because the
+    /// inputs equalled the last quiet pass's (rule 13, `crate::decide::memo`).
+    pub memoised: AtomicU64,
 }
 
 /// A callback that makes the manager sync one WasmController.
@@ -81,6 +84,8 @@ pub(crate) struct Controller {
     pub selections: crate::related::Selections,
     /// Records each plugin call (`crate::record`); `None`: not recording.
     pub recorder: Option<Arc<crate::record::Recorder>>,
+    /// Per parent: the inputs of the last quiet plugin call (rule 13).
+    pub memo: crate::memo::MemoTable,
 }
 
 impl Source for Controller {

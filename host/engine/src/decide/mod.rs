@@ -43,6 +43,8 @@ use crate::status::{DesiredCondition, StatusUpdate, next_status};
 use crate::target::Target;
 use crate::validate::{DesiredChild, validate_response};
 
+pub mod converge;
+pub mod memo;
 pub mod rolling;
 #[cfg(test)]
 mod tests;

@@ -155,6 +155,7 @@ impl<'a> Converter<'a> {
                 config: Some(config),
                 rollback: None,
                 signature: None,
+                memoize: Default::default(),
             },
             PluginPlacement::Path(path) => PluginSource {
                 config_map: None,
@@ -163,6 +164,7 @@ impl<'a> Converter<'a> {
                 config: Some(config),
                 rollback: None,
                 signature: None,
+                memoize: Default::default(),
             },
         };
         let spec = WasmControllerSpec {

@@ -39,6 +39,10 @@ impl EngineObserver for MetricsObserver {
         self.metrics.reconcile_finished(controller, result, took);
     }
 
+    fn reconcile_memoised(&self, controller: &str) {
+        self.metrics.reconcile_memoised(controller);
+    }
+
     fn plugin_call(&self, controller: &str, took: Duration, fault: Option<FaultKind>) {
         self.metrics.plugin_call(controller, took);
         if let Some(f) = fault {

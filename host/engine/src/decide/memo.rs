@@ -1,0 +1,294 @@
+//! Memoisation of pure plugins (rule 13 of `docs/reconciliation-rules.md`):
+//! whether a reconcile may skip the plugin call and every write because its
+//! inputs are exactly those of the last call that found the cluster already
+//! converged.
+//!
+//! A plugin is a pure function of its request: the sandbox gives it no clock,
+//! randomness, files or network, so the only input besides the request is the
+//! component itself. Skipping is therefore sound when
+//!
+//! 1. the plugin does not read `request.now` (it said so through the 0.2.0
+//!    contract's `info()`, or the WasmController opts a 0.1.0 plugin in), so
+//!    a skipped call cannot hide an answer that changes with time;
+//! 2. the [`InputsHash`] — plugin digest plus every other request field
+//!    (parent with its metadata and status, observed children, related
+//!    objects, finalizing, config) — equals the one recorded for this parent;
+//! 3. that hash was recorded by a pass whose answer needed no write at all
+//!    ([`quiet`]): every child unchanged, nothing to delete, no collision, no
+//!    status write, not deleting. Since the observed children and the parent
+//!    (with their resourceVersions) are inside the hash, the same hash means
+//!    the cluster still is what that pass found converged: a tampered,
+//!    deleted or orphaned child changes the observed children, a rewritten
+//!    status changes the parent, so either misses and the plugin is called.
+//!
+//! Pure functions only; the per-parent table lives in `crate::memo`.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use wr_runtime::{ContractVersion, PluginInfo, ReconcileRequest};
+
+use crate::apply::ChildAction;
+
+use super::Answer;
+
+/// `spec.plugin.memoize`: whether the host may skip a plugin call whose
+/// inputs did not change (see the module docs for the rule).
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum Memoize {
+    /// Skip only when the plugin declared (contract 0.2.0 `info()`) that it
+    /// does not read `now`. A 0.1.0 plugin cannot declare it and is called
+    /// every time.
+    #[default]
+    Auto,
+    /// Also skip for a plugin that could not declare whether it reads `now`
+    /// (contract 0.1.0): the WasmController's author vouches that its answer
+    /// does not depend on time. A plugin that declares it reads `now` is still
+    /// called every time.
+    Always,
+    /// Never skip: every reconcile calls the plugin.
+    Never,
+}
+
+impl Memoize {
+    /// True for the default (kept out of serialised specs).
+    pub fn is_auto(&self) -> bool {
+        *self == Memoize::Auto
+    }
+}
+
+/// Rule 13.1: may calls of a plugin with `info` be skipped under `policy`?
+/// `info` is `None` for a plugin that is not a component (a test fake), which
+/// declares nothing, like a 0.1.0 plugin.
+pub fn memoisable(policy: Memoize, info: Option<&PluginInfo>) -> bool {
+    let declared_pure = info.is_some_and(|i| i.contract != ContractVersion::V0_1 && !i.reads_now);
+    let undeclared = info.is_none_or(|i| i.contract == ContractVersion::V0_1);
+    match policy {
+        Memoize::Never => false,
+        Memoize::Auto => declared_pure,
+        Memoize::Always => declared_pure || undeclared,
+    }
+}
+
+/// SHA-256 of everything a call of a plugin that does not read `now` depends
+/// on. 256 bits so that two different inputs colliding is not a practical
+/// concern (a 64-bit hash would make the skip only probably sound).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct InputsHash(pub [u8; 32]);
+
+/// Rule 13.2: the hash of `req`'s inputs for the plugin with `digest`, `now`
+/// left out (only ever used for plugins that do not read it). The request is
+/// hashed as the JSON the host builds for it: the same objects from the same
+/// caches serialise to the same bytes; a different serialisation of equal
+/// objects only costs a miss, never a wrong skip.
+pub fn inputs_hash(digest: &str, req: &ReconcileRequest) -> InputsHash {
+    let mut h = Sha256::new();
+    // Field by field with separators, so no two requests share a byte stream.
+    h.update(b"wasm-reconciler memo v1\0");
+    h.update(digest.as_bytes());
+    h.update(b"\0parent\0");
+    hash_json(&mut h, &req.parent);
+    h.update(b"\0children\0");
+    hash_json(&mut h, &req.children);
+    h.update(b"\0related\0");
+    hash_json(&mut h, &req.related);
+    h.update(if req.finalizing { b"\0f1" } else { b"\0f0" });
+    h.update(b"\0config\0");
+    hash_json(&mut h, &req.config);
+    InputsHash(h.finalize().into())
+}
+
+fn hash_json<T: Serialize>(h: &mut Sha256, v: &T) {
+    // Writing into a hasher cannot fail; a value that does not serialise
+    // (impossible for JSON values) would hash as a marker and only cost a miss.
+    if serde_json::to_writer(&mut *h, v).is_err() {
+        h.update(b"\0unserialisable\0");
+    }
+}
+
+/// Rule 13.3: the answer needs no write at all — every desired child is
+/// already as desired (or left alone by OnDelete), nothing is deleted, no
+/// collision, the parent is not being deleted, and `status_unchanged` (the
+/// executor found the status already right). Only such a pass records its
+/// inputs for a later skip.
+pub fn quiet(answer: &Answer, status_unchanged: bool) -> bool {
+    status_unchanged
+        && !answer.deleting
+        && answer.deletes.is_empty()
+        && answer
+            .children
+            .iter()
+            .all(|c| matches!(c.action, ChildAction::Unchanged | ChildAction::Left))
+}
+
+/// What the reconcile does about memoisation, decided before the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoCheck {
+    /// The plugin may not be memoised (policy, or it reads `now`).
+    Off,
+    /// Inputs equal the last quiet pass's: skip the call and all writes.
+    Skip,
+    /// Call the plugin; record this hash if the pass turns out quiet.
+    Call(InputsHash),
+}
+
+/// Rules 13.1–13.2 together: given whether the plugin is memoisable, the
+/// hash of this request's inputs (computed only when memoisable) and the hash
+/// the last quiet pass recorded for the parent.
+pub fn check(
+    memoisable: bool,
+    inputs: impl FnOnce() -> InputsHash,
+    last: Option<InputsHash>,
+) -> MemoCheck {
+    if !memoisable {
+        return MemoCheck::Off;
+    }
+    let now = inputs();
+    if last == Some(now) {
+        MemoCheck::Skip
+    } else {
+        MemoCheck::Call(now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide::ChildStep;
+    use serde_json::json;
+    use wr_runtime::World;
+
+    fn info(contract: ContractVersion, reads_now: bool) -> PluginInfo {
+        PluginInfo {
+            contract,
+            world: World::Reconciler,
+            reads_now,
+        }
+    }
+
+    fn req() -> ReconcileRequest {
+        ReconcileRequest {
+            parent: json!({"metadata": {"name": "p", "resourceVersion": "5"}, "spec": {"v": 1}}),
+            children: vec![json!({"metadata": {"name": "c", "resourceVersion": "7"}})],
+            related: vec![],
+            finalizing: false,
+            config: Some(json!({"k": "v"})),
+            now: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn rule13_1_only_a_plugin_that_does_not_read_now_is_memoised() {
+        let v1 = info(ContractVersion::V0_1, true);
+        let pure = info(ContractVersion::V0_2, false);
+        let clock = info(ContractVersion::V0_2, true);
+        use Memoize::*;
+        for (policy, info, want) in [
+            (Auto, Some(&pure), true),
+            (Auto, Some(&clock), false),
+            (Auto, Some(&v1), false),
+            (Auto, None, false),
+            (Always, Some(&pure), true),
+            (Always, Some(&v1), true),
+            (Always, None, true),
+            // Always never overrides a plugin's own "I read now".
+            (Always, Some(&clock), false),
+            (Never, Some(&pure), false),
+            (Never, None, false),
+        ] {
+            assert_eq!(memoisable(policy, info), want, "{policy:?} {info:?}");
+        }
+    }
+
+    #[test]
+    fn rule13_2_every_input_but_now_changes_the_hash() {
+        let base = inputs_hash("sha256:a", &req());
+        let mut later = req();
+        later.now = "2026-06-01T00:00:00Z".into();
+        assert_eq!(inputs_hash("sha256:a", &later), base, "now is not an input");
+        assert_ne!(inputs_hash("sha256:b", &req()), base, "plugin version");
+        type Change = Box<dyn Fn(&mut ReconcileRequest)>;
+        let changes: Vec<Change> = vec![
+            Box::new(|r| r.parent["spec"]["v"] = json!(2)),
+            Box::new(|r| r.parent["metadata"]["resourceVersion"] = json!("6")),
+            Box::new(|r| r.parent["status"] = json!({"x": 1})),
+            Box::new(|r| r.children[0]["metadata"]["resourceVersion"] = json!("8")),
+            Box::new(|r| r.children.clear()),
+            Box::new(|r| {
+                wr_runtime::RelatedObjects::group(&mut r.related, "secrets").push(json!({}))
+            }),
+            Box::new(|r| r.finalizing = true),
+            Box::new(|r| r.config = Some(json!({"k": "w"}))),
+            Box::new(|r| r.config = None),
+        ];
+        for (i, change) in changes.iter().enumerate() {
+            let mut r = req();
+            change(&mut r);
+            assert_ne!(inputs_hash("sha256:a", &r), base, "change {i}");
+        }
+    }
+
+    fn answer(actions: Vec<ChildAction>) -> Answer {
+        Answer {
+            children: actions
+                .into_iter()
+                .map(|action| ChildStep {
+                    kind: 0,
+                    namespace: None,
+                    name: "c".into(),
+                    object: json!({}),
+                    action,
+                    existing_uid: None,
+                    label: "ConfigMap c".into(),
+                })
+                .collect(),
+            deletes: vec![],
+            conditions: vec![],
+            plugin_status: None,
+            events: vec![],
+            deleting: false,
+            finalized: false,
+            requeue_after: None,
+            rollout: None,
+        }
+    }
+
+    #[test]
+    fn rule13_3_only_a_pass_that_writes_nothing_is_recorded() {
+        use ChildAction::*;
+        assert!(quiet(&answer(vec![Unchanged, Left]), true));
+        assert!(!quiet(&answer(vec![Unchanged]), false), "status written");
+        for a in [
+            Create,
+            Apply,
+            Wait,
+            Recreate { uid: "u".into() },
+            Collision("other".into()),
+        ] {
+            assert!(!quiet(&answer(vec![Unchanged, a.clone()]), true), "{a:?}");
+        }
+        let mut deleting = answer(vec![]);
+        deleting.deleting = true;
+        assert!(!quiet(&deleting, true), "finalizing");
+        let mut deletes = answer(vec![]);
+        deletes.deletes.push(crate::decide::DeleteStep {
+            kind: 0,
+            namespace: None,
+            name: "old".into(),
+            uid: "u".into(),
+            label: "ConfigMap old".into(),
+        });
+        assert!(!quiet(&deletes, true), "a child to delete");
+    }
+
+    #[test]
+    fn rule13_skips_only_on_the_recorded_hash_of_a_memoisable_plugin() {
+        let h = inputs_hash("sha256:a", &req());
+        let other = inputs_hash("sha256:b", &req());
+        assert_eq!(check(true, || h, Some(h)), MemoCheck::Skip);
+        assert_eq!(check(true, || h, Some(other)), MemoCheck::Call(h));
+        assert_eq!(check(true, || h, None), MemoCheck::Call(h));
+        assert_eq!(check(false, || h, Some(h)), MemoCheck::Off);
+    }
+}
