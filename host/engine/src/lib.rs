@@ -10,6 +10,8 @@
 pub mod apply;
 pub mod backoff;
 pub mod cache;
+pub mod canary;
+pub mod candidate;
 pub mod chunked;
 pub mod controller;
 pub mod crd;
@@ -29,10 +31,12 @@ pub mod queue;
 mod reconcile;
 pub mod resolve;
 pub mod rollout;
+pub mod shadow;
 pub mod status;
 pub mod status_schema;
 pub mod target;
 pub mod validate;
+pub mod versions;
 pub mod wasm;
 
 pub use crd::{WasmController, WasmControllerSpec, WasmControllerStatus, crd_yaml};

@@ -323,6 +323,7 @@ mod tests {
             sha256: Some(digest(b"bytes")),
             config: None,
             rollback: None,
+            candidate: None,
         };
         let client =
             kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))

@@ -228,11 +228,7 @@ async fn pass(
     let observed = decide::observe(&ctl.target, parent, ctl.as_ref());
     let req = decide::request(&ctl.target, &observed, &now_rfc3339());
     ctl.count_call();
-    let plugin = ctl.plugin();
-    let started = std::time::Instant::now();
-    let result = plugin.reconcile(&req, &ctl.target.limits).await;
-    let took = started.elapsed();
-    drop(plugin);
+    let (result, took) = call_plugin(ctl, key, &observed.parent, &req).await;
     let decision = decide::decide(&ctl.target, &observed, ctl.as_ref(), &result);
     report_call(ctl, took, &result, &decision);
     let parent = observed.parent;
@@ -243,6 +239,38 @@ async fn pass(
         }
         Decision::Answered(a) => execute_answer(ctl, key, &api, &parent, &a).await,
     }
+}
+
+/// Calls the version that serves this parent: the candidate when a canary
+/// rollout moved it there ([`crate::canary`]), else the active one — and
+/// then, off this path, the candidate in its shadow ([`crate::shadow`]).
+async fn call_plugin(
+    ctl: &Controller,
+    key: &ObjectKey,
+    parent: &DynamicObject,
+    req: &wr_runtime::ReconcileRequest,
+) -> (Result<wr_runtime::ReconcileResponse, PluginError>, Duration) {
+    let candidate = ctl.candidate();
+    if let Some(c) = candidate.as_ref().filter(|c| c.route.serves_object(parent)) {
+        let req = c.request(req);
+        let started = std::time::Instant::now();
+        let result = c.plugin.reconcile(&req, &c.limits).await;
+        let took = started.elapsed();
+        c.tally.record(&result);
+        c.tally.served(key);
+        return (result, took);
+    }
+    let plugin = ctl.plugin();
+    let started = std::time::Instant::now();
+    let result = plugin.reconcile(req, &ctl.target.limits).await;
+    let took = started.elapsed();
+    drop(plugin);
+    if let (Some(c), Ok(answer)) = (&candidate, &result)
+        && let Some(lane) = &c.shadow
+    {
+        lane.offer(c, key.to_string(), req, answer);
+    }
+    (result, took)
 }
 
 /// Carries out [`decide::admit`]: the finalizer change, then either stop

@@ -77,6 +77,8 @@ pub(crate) struct Controller {
     /// Asks the manager to sync this controller's WasmController soon (to
     /// report something new on it).
     pub nudge: Option<Nudge>,
+    /// The candidate version and the parents it serves (shadow, canary).
+    pub candidate: RwLock<Option<Arc<crate::candidate::Installed>>>,
 }
 
 impl Source for Controller {
@@ -130,6 +132,14 @@ impl Controller {
 
     pub fn plugin(&self) -> Arc<dyn ReconcilePlugin> {
         self.plugin
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The installed candidate, if any (read once per pass).
+    pub fn candidate(&self) -> Option<Arc<crate::candidate::Installed>> {
+        self.candidate
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()

@@ -154,6 +154,7 @@ impl<'a> Converter<'a> {
                 sha256: None,
                 config: Some(config),
                 rollback: None,
+                candidate: None,
             },
             PluginPlacement::Path(path) => PluginSource {
                 config_map: None,
@@ -161,6 +162,7 @@ impl<'a> Converter<'a> {
                 sha256: None,
                 config: Some(config),
                 rollback: None,
+                candidate: None,
             },
         };
         let spec = WasmControllerSpec {
@@ -178,6 +180,7 @@ impl<'a> Converter<'a> {
             }),
             // Metacontroller replaces the parent's status with the hook's.
             status_mode: StatusMode::Replace,
+            rollout: None,
         };
         spec.validate()
             .context("the converted WasmController is invalid")?;
