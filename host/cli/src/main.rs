@@ -36,6 +36,8 @@ enum Command {
     Publish(cmd::publish::PublishArgs),
     /// Preview a candidate plugin over a controller's live parents; applies nothing.
     Plan(cmd::plan::PlanArgs),
+    /// Show or drive the canary rollout of a controller's candidate version.
+    Rollout(cmd::rollout::RolloutArgs),
     /// Convert another tool's controllers to WasmControllers (Metacontroller's CompositeController).
     Import(cmd::import::ImportArgs),
     /// Golden-file tests: run a plugin on every case directory and compare with expected.yaml.
@@ -72,6 +74,7 @@ fn main() -> ExitCode {
         Command::Dev(args) => cmd::dev::run(args),
         Command::Publish(args) => cmd::publish::run(args),
         Command::Plan(args) => cmd::plan::run(args),
+        Command::Rollout(args) => cmd::rollout::run(args),
         Command::Import(args) => cmd::import::run(args),
         Command::Test(args) => cmd::test::run(args),
         Command::New(args) => cmd::new::run(args),

@@ -427,11 +427,21 @@ async fn sync_controller(
                     }
                 })
             };
+            let candidate = match delivery::initial(inner, queue, &wc_key, &wc).await {
+                delivery::Initial::Ready(c) => c,
+                // A rollout in progress waits for its candidate to load.
+                delivery::Initial::Wait => {
+                    return Outcome::Success {
+                        next: Some(inner.opts.plugin_poll),
+                    };
+                }
+            };
             let settings = ControllerSettings {
                 default_resync: inner.opts.default_resync,
                 backoff: inner.opts.backoff,
                 observer: inner.opts.observer.clone(),
                 nudge: Some(nudge),
+                candidate,
             };
             match controller::start(
                 &inner.client,

@@ -74,9 +74,14 @@ impl Volatile {
     }
 }
 
-fn child_key(c: &Value) -> (String, String) {
+/// (kind, `Kind namespace/name`) of a child; a child without a namespace
+/// goes to the parent's (as the host applies it).
+fn child_key(c: &Value, parent_ns: Option<&str>) -> (String, String) {
     let kind = c["kind"].as_str().unwrap_or("").to_string();
-    let ns = c["metadata"]["namespace"].as_str().unwrap_or("");
+    let ns = c["metadata"]["namespace"]
+        .as_str()
+        .or(parent_ns)
+        .unwrap_or("");
     let name = c["metadata"]["name"].as_str().unwrap_or("");
     let label = if ns.is_empty() {
         format!("{kind} {name}")
@@ -86,18 +91,20 @@ fn child_key(c: &Value) -> (String, String) {
     (kind, label)
 }
 
-/// Every field where `candidate` differs from `active`, volatile fields aside.
+/// Every field where `candidate` differs from `active`, volatile fields
+/// aside, for a parent in namespace `parent_ns`.
 pub fn compare(
     active: &ReconcileResponse,
     candidate: &ReconcileResponse,
     volatile: &[Volatile],
+    parent_ns: Option<&str>,
 ) -> Vec<FieldDiff> {
     let mut out = Vec::new();
     let index = |r: &ReconcileResponse| -> BTreeMap<String, (String, Value)> {
         r.children
             .iter()
             .map(|c| {
-                let (kind, label) = child_key(c);
+                let (kind, label) = child_key(c, parent_ns);
                 (label, (kind, c.clone()))
             })
             .collect()
@@ -353,7 +360,8 @@ impl ShadowLane {
             lane.running.fetch_sub(1, Ordering::SeqCst);
             match r {
                 Ok(resp) => {
-                    let diffs = compare(&active, &resp, &lane.settings.volatile);
+                    let ns = req.parent["metadata"]["namespace"].as_str();
+                    let diffs = compare(&active, &resp, &lane.settings.volatile, ns);
                     let outcome = if diffs.is_empty() {
                         ShadowOutcome::Identical
                     } else {
@@ -453,7 +461,19 @@ mod tests {
     #[test]
     fn equal_outputs_have_no_difference() {
         let a = resp(vec![cm("x", json!({"k": "v"}))]);
-        assert!(compare(&a, &a.clone(), &[]).is_empty());
+        assert!(compare(&a, &a.clone(), &[], None).is_empty());
+    }
+
+    #[test]
+    fn children_without_a_namespace_are_keyed_in_the_parents() {
+        let mut a = resp(vec![cm("x", json!({"k": "v"}))]);
+        a.children[0]["metadata"]
+            .as_object_mut()
+            .map(|m| m.remove("namespace"));
+        let mut b = a.clone();
+        b.children[0]["data"]["k"] = json!("w");
+        let d = compare(&a, &b, &[], Some("pns"));
+        assert_eq!(d[0].child.as_deref(), Some("ConfigMap pns/x"));
     }
 
     #[test]
@@ -467,7 +487,7 @@ mod tests {
             cm("y", json!({})),
         ]);
         assert_eq!(
-            compare(&a, &b, &[]),
+            compare(&a, &b, &[], None),
             vec![FieldDiff {
                 child: Some("ConfigMap ns/x".into()),
                 field: "data.k".into(),
@@ -480,7 +500,7 @@ mod tests {
     #[test]
     fn a_missing_child_is_one_difference() {
         let a = resp(vec![cm("x", json!({}))]);
-        let d = compare(&a, &resp(vec![]), &[]);
+        let d = compare(&a, &resp(vec![]), &[], None);
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].field, "(absent)");
         assert_eq!(d[0].candidate, None);
@@ -490,15 +510,15 @@ mod tests {
     fn volatile_fields_are_skipped_for_their_kind_or_everywhere() {
         let a = resp(vec![cm("x", json!({"at": "1", "k": "v"}))]);
         let b = resp(vec![cm("x", json!({"at": "2", "k": "v"}))]);
-        assert!(compare(&a, &b, &[Volatile::parse("data.at")]).is_empty());
-        assert!(compare(&a, &b, &[Volatile::parse("ConfigMap:data.at")]).is_empty());
+        assert!(compare(&a, &b, &[Volatile::parse("data.at")], None).is_empty());
+        assert!(compare(&a, &b, &[Volatile::parse("ConfigMap:data.at")], None).is_empty());
         assert_eq!(
-            compare(&a, &b, &[Volatile::parse("Secret:data.at")]).len(),
+            compare(&a, &b, &[Volatile::parse("Secret:data.at")], None).len(),
             1
         );
         // A prefix covers what is below it, not a sibling sharing its spelling.
-        assert!(compare(&a, &b, &[Volatile::parse("data")]).is_empty());
-        assert_eq!(compare(&a, &b, &[Volatile::parse("data.a")]).len(), 1);
+        assert!(compare(&a, &b, &[Volatile::parse("data")], None).is_empty());
+        assert_eq!(compare(&a, &b, &[Volatile::parse("data.a")], None).len(), 1);
     }
 
     #[test]
@@ -514,7 +534,10 @@ mod tests {
         let mut b = a.clone();
         b.status = Some(json!({"phase": "Pending", "n": 1}));
         b.conditions[0].reason = "Waiting".into();
-        let fields: Vec<String> = compare(&a, &b, &[]).into_iter().map(|d| d.field).collect();
+        let fields: Vec<String> = compare(&a, &b, &[], None)
+            .into_iter()
+            .map(|d| d.field)
+            .collect();
         assert_eq!(fields, vec!["status.phase", "conditions[Ready].reason"]);
         assert!(
             compare(
@@ -523,7 +546,8 @@ mod tests {
                 &[
                     Volatile::parse("status.phase"),
                     Volatile::parse("conditions[Ready]")
-                ]
+                ],
+                None
             )
             .is_empty()
         );

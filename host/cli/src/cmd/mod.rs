@@ -10,6 +10,7 @@ pub mod plugin_runtime;
 pub mod publish;
 pub mod rbac;
 pub mod render;
+pub mod rollout;
 pub mod run;
 pub mod simulate;
 pub mod test;

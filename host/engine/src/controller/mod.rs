@@ -49,6 +49,9 @@ pub struct ControllerSettings {
     pub observer: Option<Arc<dyn EngineObserver>>,
     /// Makes the manager sync this controller's WasmController.
     pub nudge: Option<Nudge>,
+    /// The candidate installed from the first reconcile on (a rollout in
+    /// progress must not run its migrated parents on the active version).
+    pub candidate: Option<Arc<crate::candidate::Installed>>,
 }
 
 /// A started controller; stop it with [`ControllerHandle::stop`].
@@ -237,7 +240,7 @@ pub(crate) async fn start(
         observer: settings.observer.clone(),
         status_rejections: Mutex::default(),
         nudge: settings.nudge.clone(),
-        candidate: RwLock::new(None),
+        candidate: RwLock::new(settings.candidate.clone()),
         target,
     });
     let subs = subscribe(&ctl);

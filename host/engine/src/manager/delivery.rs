@@ -81,10 +81,10 @@ pub(super) async fn sync(
         clear(inner, name, status).await;
         return;
     };
-    let Some(plugin) = candidate_plugin(inner, queue, wc_key, wc, cand, status).await else {
+    let Ok((plugin, digest)) = candidate_plugin(inner, queue, wc_key, wc, cand, status).await
+    else {
         return;
     };
-    let digest = plugin.digest().to_string();
     let running = inner.running.lock().await;
     let Some(r) = running.get(name) else { return };
     let (shadow, tally) = lane_for(inner, queue, wc_key, &digest, cand, status);
@@ -125,6 +125,68 @@ pub(super) async fn sync(
     report_shadow(inner, wc, status, shadow.as_deref(), &digest);
 }
 
+/// What a controller about to start gets of the candidate.
+pub(super) enum Initial {
+    /// Start with this candidate installed (or none).
+    Ready(Option<Arc<candidate::Installed>>),
+    /// A rollout in progress routes parents to a candidate still loading:
+    /// starting now would run them on the active version meanwhile.
+    Wait,
+}
+
+/// The candidate to install at a controller's start, routed as the rollout
+/// state (this host's, else the status's) says — no gate is evaluated and no
+/// command applied here; the sync after the start does that.
+pub(super) async fn initial(
+    inner: &Arc<Inner>,
+    queue: &Arc<WorkQueue>,
+    wc_key: &ObjectKey,
+    wc: &WasmController,
+) -> Initial {
+    let Some(cand) = &wc.spec.plugin.candidate else {
+        return Initial::Ready(None);
+    };
+    let name = wc_key.name.as_str();
+    let mut scratch = wc.status.clone().unwrap_or_default();
+    let mine = lock(&inner.plugins)
+        .get(name)
+        .and_then(|ps| ps.delivery.rollout.clone());
+    let state = mine.or_else(|| scratch.rollout.clone());
+    let (plugin, digest) = match candidate_plugin(inner, queue, wc_key, wc, cand, &mut scratch)
+        .await
+    {
+        Ok(x) => x,
+        Err(loading) => {
+            let routes = wc.spec.rollout.is_some()
+                && state.as_ref().is_some_and(|r| {
+                    matches!(
+                        r.phase,
+                        RolloutPhase::Progressing | RolloutPhase::Paused | RolloutPhase::Promoted
+                    )
+                });
+            return if loading && routes {
+                Initial::Wait
+            } else {
+                Initial::Ready(None)
+            };
+        }
+    };
+    let (shadow, tally) = lane_for(inner, queue, wc_key, &digest, cand, &scratch);
+    let route = match (&wc.spec.rollout, &state) {
+        (Some(p), Some(st)) if st.candidate_digest == digest => canary::route(p, st),
+        _ => Route::Nobody,
+    };
+    Initial::Ready(Some(Arc::new(candidate::Installed {
+        digest,
+        plugin,
+        limits: candidate_limits(wc, cand),
+        config: cand.config.clone(),
+        route,
+        shadow,
+        tally,
+    })))
+}
+
 /// The candidate's limits: its own, else the controller's.
 fn candidate_limits(wc: &WasmController, cand: &CandidateSource) -> wr_runtime::CallLimits {
     let mut spec = wc.spec.clone();
@@ -134,8 +196,9 @@ fn candidate_limits(wc: &WasmController, cand: &CandidateSource) -> wr_runtime::
     crate::target::call_limits(&spec)
 }
 
-/// The loaded candidate of the spec, loading it (off this loop) when needed;
-/// None until it is loaded, or when it cannot be (said on `CandidateLoaded`).
+/// The loaded candidate of the spec and its digest, loading it (off this
+/// loop) when needed. `Err(true)`: still loading (or its source not read
+/// yet); `Err(false)`: it cannot be loaded (said on `CandidateLoaded`).
 async fn candidate_plugin(
     inner: &Arc<Inner>,
     queue: &Arc<WorkQueue>,
@@ -143,13 +206,13 @@ async fn candidate_plugin(
     wc: &WasmController,
     cand: &CandidateSource,
     status: &mut WasmControllerStatus,
-) -> Option<Arc<dyn ReconcilePlugin>> {
+) -> Result<(Arc<dyn ReconcilePlugin>, String), bool> {
     let name = wc_key.name.as_str();
     let generation = wc.metadata.generation;
     let fetched =
         match read_source_for(inner, queue, name, Role::Candidate, &cand.source(), wc_key).await {
             Ok(f) => f,
-            Err(SourceError::NotSynced { .. }) => return None,
+            Err(SourceError::NotSynced { .. }) => return Err(true),
             Err(e) => {
                 let message = format!("candidate: {e}");
                 warn_cond(
@@ -161,7 +224,7 @@ async fn candidate_plugin(
                     &message,
                     generation,
                 );
-                return None;
+                return Err(false);
             }
         };
     let digest = fetched.digest.clone();
@@ -180,7 +243,7 @@ async fn candidate_plugin(
                 &format!("candidate {digest}"),
                 generation,
             );
-            return Some(p);
+            return Ok((p, digest));
         }
     }
     match load_state(inner, name, Role::Candidate, &digest) {
@@ -205,7 +268,7 @@ async fn candidate_plugin(
                 &format!("candidate {digest}"),
                 generation,
             );
-            Some(p)
+            Ok((p, digest))
         }
         Lookup::Start => {
             let job = LoadJob {
@@ -215,9 +278,10 @@ async fn candidate_plugin(
                 reload: false,
             };
             spawn_load(inner, queue, wc_key, job);
-            None
+            Err(true)
         }
-        Lookup::Busy | Lookup::Failed => None,
+        Lookup::Busy => Err(true),
+        Lookup::Failed => Err(false),
         Lookup::Refused(msg) => {
             let message = format!("candidate {digest}: {msg}");
             warn_cond(
@@ -229,7 +293,7 @@ async fn candidate_plugin(
                 &message,
                 generation,
             );
-            None
+            Err(false)
         }
     }
 }
