@@ -18,7 +18,7 @@ use anyhow::Result;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use wr_engine::PluginError;
-use wr_engine::crd::{ROLLOUT_COMMAND_ANNOTATION, RolloutPhase};
+use wr_engine::crd::{ROLLOUT_COMMAND_ANNOTATION, RolloutPhase, ShadowDifference};
 use wr_tests::cluster::*;
 use wr_tests::reload::*;
 
@@ -119,36 +119,16 @@ async fn shadow_reports_exactly_the_changed_field_and_writes_nothing() -> Result
     .await?;
     assert_eq!((st.identical, st.failing), (0, 0), "{st:?}");
     let ns = env.ns("ns1");
-    let mut got: Vec<(
-        String,
-        Option<String>,
-        String,
-        Option<String>,
-        Option<String>,
-    )> = st
-        .differences
+    let mut got = st.differences.clone();
+    got.sort_by(|x, y| x.parent.cmp(&y.parent));
+    let want: Vec<ShadowDifference> = parents
         .iter()
-        .map(|d| {
-            (
-                d.parent.clone(),
-                d.child.clone(),
-                d.field.clone(),
-                d.active.clone(),
-                d.candidate.clone(),
-            )
-        })
-        .collect();
-    got.sort();
-    let want: Vec<_> = parents
-        .iter()
-        .map(|p| {
-            (
-                format!("{ns}/{p}"),
-                Some(format!("ConfigMap {ns}/{p}-cm")),
-                "data.value".to_string(),
-                Some(format!("\"v-{p}\"")),
-                Some(format!("\"v-{p}-new\"")),
-            )
+        .map(|p| ShadowDifference {
+            parent: format!("{ns}/{p}"),
+            child: Some(format!("ConfigMap {ns}/{p}-cm")),
+            field: "data.value".to_string(),
+            active: Some(format!("\"v-{p}\"")),
+            candidate: Some(format!("\"v-{p}-new\"")),
         })
         .collect();
     // Exactly the changed field: not the volatile stamp, not the Secret.
