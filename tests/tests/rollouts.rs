@@ -563,3 +563,50 @@ async fn a_candidate_failing_a_gate_is_rolled_back_on_every_migrated_parent() ->
     env.stop_manager().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_that_fails_to_load_never_runs_and_is_reported() -> Result<()> {
+    init_tracing();
+    let mut env = Env::start().await?;
+    env.namespace("g1").await?;
+    let g1 = env.ns("g1");
+    let log = CallLog::default();
+    let v1 = env.plugin_file("v1", versioned("v1", &log, None))?;
+    // Bytes no loader accepts: the candidate is refused at load.
+    let broken = env.dir.path().join("broken.wasm");
+    std::fs::write(&broken, b"not a component")?;
+    let rollout = json!({"steps": [{"namespaces": [g1]}], "pauseSeconds": 1});
+    canary_controller(
+        &env,
+        "refused",
+        &v1.display().to_string(),
+        &broken.display().to_string(),
+        rollout,
+    )
+    .await?;
+    env.create_widget("g1", "w1", json!({})).await?;
+    env.start_manager();
+    let (status, reason, message) = eventually("CandidateLoaded=False", 60, || async {
+        condition(&env, "refused", "CandidateLoaded")
+            .await
+            .filter(|c| c.0 == "False")
+    })
+    .await?;
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "LoadFailed"));
+    assert!(message.contains("unknown test plugin"), "{message}");
+    let key = format!("{g1}/w1");
+    eventually("w1 on v1", 30, || async {
+        let v = versions(&env, &["g1"]).await.ok()?;
+        (v.get(&key).map(String::as_str) == Some("v1")).then_some(())
+    })
+    .await?;
+    // No rollout starts for a version that did not load, and only v1 ran.
+    assert!(rollout_of(&env, "refused").await.is_none());
+    let calls = log.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(
+        !calls.is_empty() && calls.iter().all(|(_, v)| *v == "v1"),
+        "{calls:?}"
+    );
+    env.stop_manager().await;
+    Ok(())
+}

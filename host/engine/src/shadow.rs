@@ -120,6 +120,11 @@ pub fn compare(
                     if volatile.iter().any(|v| v.covers(Some(kind), &field)) {
                         continue;
                     }
+                    // Secret values never reach the WasmController's status.
+                    let (av, cv) = match kind.as_str() {
+                        "Secret" => (av.map(|_| redacted()), cv.map(|_| redacted())),
+                        _ => (av, cv),
+                    };
                     out.push(FieldDiff {
                         child: Some(label.clone()),
                         field,
@@ -197,6 +202,10 @@ pub fn compare(
         });
     }
     out
+}
+
+fn redacted() -> Value {
+    Value::String("(redacted)".into())
 }
 
 /// Collects (path, a, b) of every leaf where `a` and `b` differ. Objects are
@@ -495,6 +504,24 @@ mod tests {
                 candidate: Some(json!("w")),
             }]
         );
+    }
+
+    #[test]
+    fn secret_values_are_redacted() {
+        let secret = |v: &str| {
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "s", "namespace": "ns"}, "data": {"k": v}})
+        };
+        let d = compare(
+            &resp(vec![secret("YQ==")]),
+            &resp(vec![secret("Yg==")]),
+            &[],
+            None,
+        );
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].field, "data.k");
+        assert_eq!(d[0].active, Some(json!("(redacted)")));
+        assert_eq!(d[0].candidate, Some(json!("(redacted)")));
     }
 
     #[test]
