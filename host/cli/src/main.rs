@@ -39,6 +39,8 @@ enum Command {
     Publish(cmd::publish::PublishArgs),
     /// Preview a candidate plugin over a controller's live parents; applies nothing.
     Plan(cmd::plan::PlanArgs),
+    /// Show or drive the canary rollout of a controller's candidate version.
+    Rollout(cmd::rollout::RolloutArgs),
     /// Convert another tool's controllers to WasmControllers (Metacontroller's CompositeController).
     Import(cmd::import::ImportArgs),
     #[cfg(feature = "dev")]
@@ -87,6 +89,7 @@ fn main() -> ExitCode {
         Command::Dev(args) => cmd::dev::run(args),
         Command::Publish(args) => cmd::publish::run(args),
         Command::Plan(args) => cmd::plan::run(args),
+        Command::Rollout(args) => cmd::rollout::run(args),
         Command::Import(args) => cmd::import::run(args),
         #[cfg(feature = "dev")]
         Command::Test(args) => cmd::test::run(args),

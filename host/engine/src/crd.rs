@@ -93,6 +93,9 @@ pub struct WasmControllerSpec {
     /// it (see [`Adoption`]).
     #[serde(default)]
     pub adoption: Adoption,
+    /// Canary rollout of `spec.plugin.candidate` (see [`RolloutPolicy`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutPolicy>,
 }
 
 /// Adoption of orphans (issue 18): opt-in, so that by default the host never
@@ -485,6 +488,10 @@ pub struct PluginSource {
     /// `Always` also for 0.1.0 plugins, `Never`. See docs/memoisation.md.
     #[serde(default, skip_serializing_if = "Memoize::is_auto")]
     pub memoize: Memoize,
+    /// A candidate version run beside this one: in the shadow of every
+    /// reconcile, and for the parents a `spec.rollout` moved to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<CandidateSource>,
 }
 
 /// Signed plugins (`crate::signing`): a component is loaded only with an
@@ -654,7 +661,238 @@ pub struct WasmControllerStatus {
     /// Parents whose last reconcile failed.
     #[serde(default)]
     pub parents_failing: u32,
+    /// How the candidate's shadow calls compare with the active version's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowStatus>,
+    /// Where the canary rollout of the candidate stands (the host resumes
+    /// from here after a restart or a leader change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
 }
+
+// ---- Candidate versions: shadow runs and canary rollouts (issue 17) ----
+// One block so that the fields of progressive delivery stay together; the
+// behaviour lives in `crate::shadow` and `crate::canary`.
+
+/// A candidate plugin version: the same source forms as the active one.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.configMap) != has(self.path)", "message": "exactly one of configMap or path must be set"}
+]))]
+pub struct CandidateSource {
+    /// A key in a ConfigMap's `binaryData` holding the component bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapSource>,
+    /// A local file path (for `dev` and tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Optional pin: lowercase hex sha256 of the component.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(sha256:)?[0-9a-f]{64}$"))]
+    pub sha256: Option<String>,
+    /// Settings handed to the candidate as `config`; default: the active
+    /// version's `spec.plugin.config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_json")]
+    pub config: Option<serde_json::Value>,
+    /// Sandbox limits of the candidate's calls; default: `spec.limits`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+    /// Call the candidate in the shadow of every reconcile of a parent the
+    /// active version serves, and compare. Default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<bool>,
+    /// Output fields that may differ between versions without counting as a
+    /// difference (e.g. a timestamp): dotted paths, matched as prefixes —
+    /// `data.renderedAt` in a child, `status.observedAt`, or
+    /// `ConfigMap:data.renderedAt` for one child kind only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volatile_fields: Vec<String>,
+    /// How many differences `status.shadow.differences` keeps. Default 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub max_differences: Option<u32>,
+    /// Shadow calls that may run at once; more are dropped (counted), never
+    /// queued. Default 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub max_concurrent_shadow_calls: Option<u32>,
+}
+
+impl CandidateSource {
+    /// The candidate as a plugin source (for reading and pinning).
+    pub fn source(&self) -> PluginSource {
+        PluginSource {
+            config_map: self.config_map.clone(),
+            path: self.path.clone(),
+            sha256: self.sha256.clone(),
+            config: self.config.clone(),
+            rollback: None,
+            candidate: None,
+            // The signature policy is the controller's (`spec.plugin.signature`),
+            // checked for the candidate like for the active version.
+            signature: None,
+            memoize: Default::default(),
+        }
+    }
+}
+
+/// Moves parents from the active version to `spec.plugin.candidate` in
+/// steps. Each step's parents are added to the earlier steps' (a parent never
+/// moves back while the rollout progresses); health gates decide whether the
+/// next step may start, and a failed gate moves every parent back.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutPolicy {
+    /// The steps, in order; passing the last one promotes the candidate.
+    #[schemars(length(min = 1, max = 100))]
+    pub steps: Vec<RolloutStep>,
+    /// Wait after a step starts before the next may start. Default 60.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_seconds: Option<u32>,
+    /// Health gates every step must pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gates: Option<RolloutGates>,
+}
+
+/// One rollout step: exactly one of `percent`, `namespaces`, `selector`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "(has(self.percent) ? 1 : 0) + (has(self.namespaces) ? 1 : 0) + (has(self.selector) ? 1 : 0) == 1", "message": "exactly one of percent, namespaces or selector must be set"}
+]))]
+pub struct RolloutStep {
+    /// Parents whose stable hash of `namespace/name` falls below this
+    /// percentage (the same parents at every host, and nested: 10 % ⊂ 50 %).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub percent: Option<u32>,
+    /// Parents in these namespaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<Vec<String>>,
+    /// Parents whose labels match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// This step's pause, instead of the policy's `pauseSeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_seconds: Option<u32>,
+}
+
+/// Health gates of a rollout, evaluated by the host at every step.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutGates {
+    /// Share of migrated parents whose last reconcile succeeded, in percent,
+    /// required `readyWithinSeconds` after a step starts. Default 100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub ready_percent: Option<u32>,
+    /// Default 60.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_within_seconds: Option<u32>,
+    /// Candidate calls ending in a sandbox fault tolerated per step. Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_faults: Option<u32>,
+    /// Candidate calls ending in a permanent error tolerated per step. Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_permanent_errors: Option<u32>,
+}
+
+/// Observed shadow comparison (counts since the candidate was loaded).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowStatus {
+    /// The candidate compared.
+    pub candidate_digest: String,
+    /// Shadow calls whose output equals the active output.
+    pub identical: u64,
+    /// Shadow calls whose output differs.
+    pub differing: u64,
+    /// Shadow calls that failed (fault or error) where the active call answered.
+    pub failing: u64,
+    /// Shadow calls not made because the shadow lane was full.
+    #[serde(default)]
+    pub dropped: u64,
+    /// The first differences found (distinct by parent, child and field).
+    #[serde(default)]
+    pub differences: Vec<ShadowDifference>,
+}
+
+/// One field where the candidate's output differs from the active output.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowDifference {
+    /// `namespace/name` of the parent.
+    pub parent: String,
+    /// The child, `Kind namespace/name`; absent for status, conditions,
+    /// events and whole-call failures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child: Option<String>,
+    /// Dotted path of the field (`data.value`, `status.phase`,
+    /// `conditions[Ready]`, `events`, or `(absent)` for a missing child).
+    pub field: String,
+    /// The active version's value (JSON, cut to 200 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<String>,
+    /// The candidate's value (JSON, cut to 200 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<String>,
+}
+
+/// Where a canary rollout stands.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RolloutPhase {
+    /// Steps advance when their pause is over and the gates pass.
+    #[default]
+    Progressing,
+    /// Held at the current step (`rollout pause`); gates still apply.
+    Paused,
+    /// Every parent runs the candidate.
+    Promoted,
+    /// A gate failed: every parent runs the active version again.
+    RolledBack,
+    /// Stopped by hand (`rollout abort`): every parent runs the active version.
+    Aborted,
+}
+
+/// Rollout state, kept in the cluster so that any host resumes it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// The candidate this rollout moves parents to.
+    pub candidate_digest: String,
+    /// Progressing, Paused, Promoted, RolledBack or Aborted.
+    pub phase: RolloutPhase,
+    /// Index of the current step (0-based).
+    pub step: u32,
+    /// Number of steps of the policy.
+    pub steps: u32,
+    /// When the current step started (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_started_at: Option<String>,
+    /// Parents on the candidate now.
+    #[serde(default)]
+    pub migrated: u32,
+    /// Of those, parents whose last reconcile succeeded.
+    #[serde(default)]
+    pub migrated_ready: u32,
+    /// Candidate faults counted in this step (by this host).
+    #[serde(default)]
+    pub faults: u32,
+    /// Candidate permanent errors counted in this step (by this host).
+    #[serde(default)]
+    pub permanent_errors: u32,
+    /// Why the rollout is where it is (the failed gate, who promoted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Annotation through which `wasm-reconciler rollout` asks the host to
+/// `promote`, `abort`, `pause` or `resume`; the host applies and removes it.
+pub const ROLLOUT_COMMAND_ANNOTATION: &str = "wasm-reconciler.dev/rollout-command";
+
+// ---- end of candidate versions ----
 
 /// Schema of a free-form JSON value (structural-schema friendly).
 fn any_json(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -741,6 +979,50 @@ impl WasmControllerSpec {
         }
         if self.resync_period_seconds == Some(0) {
             return Err(err("spec.resyncPeriodSeconds", "must be at least 1"));
+        }
+        self.validate_candidate()
+    }
+
+    /// The rules of `spec.plugin.candidate` and `spec.rollout`.
+    fn validate_candidate(&self) -> Result<(), SpecError> {
+        if let Some(c) = &self.plugin.candidate
+            && c.config_map.is_some() == c.path.is_some()
+        {
+            return Err(err(
+                "spec.plugin.candidate",
+                "exactly one of configMap or path must be set",
+            ));
+        }
+        let Some(r) = &self.rollout else {
+            return Ok(());
+        };
+        if self.plugin.candidate.is_none() {
+            return Err(err(
+                "spec.rollout",
+                "needs spec.plugin.candidate: the version to roll out",
+            ));
+        }
+        if r.steps.is_empty() {
+            return Err(err("spec.rollout.steps", "must name at least one step"));
+        }
+        for (i, s) in r.steps.iter().enumerate() {
+            let set = [
+                s.percent.is_some(),
+                s.namespaces.is_some(),
+                s.selector.is_some(),
+            ];
+            if set.iter().filter(|b| **b).count() != 1 {
+                return Err(err(
+                    &format!("spec.rollout.steps[{i}]"),
+                    "exactly one of percent, namespaces or selector must be set",
+                ));
+            }
+            if s.percent.is_some_and(|p| p > 100) {
+                return Err(err(
+                    &format!("spec.rollout.steps[{i}].percent"),
+                    "must be at most 100",
+                ));
+            }
         }
         Ok(())
     }

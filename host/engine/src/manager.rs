@@ -37,6 +37,9 @@ use crate::queue::{Backoff, ObjectKey, Outcome, WorkQueue};
 use crate::resolve::resolve;
 use crate::rollout::{Judge, Judged, Verdict};
 use crate::status_schema::SchemaCheck;
+use crate::versions::{Lookup, Role, Versions};
+
+mod delivery;
 
 /// Finalizer the manager puts on WasmControllers.
 pub const CLEANUP_FINALIZER: &str = "wasm-reconciler.dev/cleanup";
@@ -338,7 +341,9 @@ async fn sync_controller(
         };
     }
     let digest = fetched.digest.clone();
-    let spec_hash = stable_hash(&serde_json::to_value(&wc.spec).unwrap_or_default());
+    let spec_hash = stable_hash(
+        &serde_json::to_value(delivery::without_candidate(&wc.spec)).unwrap_or_default(),
+    );
     let current = inner
         .running
         .lock()
@@ -370,17 +375,11 @@ async fn sync_controller(
             next: Some(inner.opts.plugin_poll),
         };
     }
-    let still_rolled_back = {
-        let mut st = lock(&inner.plugins);
-        let ps = st.entry(name.clone()).or_default();
-        match &ps.rolled_back {
-            Some(bad) if *bad == digest => true,
-            _ => {
-                ps.rolled_back = None;
-                false
-            }
-        }
-    };
+    let still_rolled_back = lock(&inner.plugins)
+        .entry(name.clone())
+        .or_default()
+        .versions
+        .refuses(&digest);
     if still_rolled_back {
         // Still the version we rolled back from: keep the old one and say so.
         fill_plugin_status(inner, &name, &mut status).await;
@@ -393,14 +392,14 @@ async fn sync_controller(
     let needs_plugin = current.as_ref().map(|(_, d)| d != &digest).unwrap_or(true);
     let mut load_ms = None;
     let plugin: Option<Arc<dyn ReconcilePlugin>> = if needs_plugin {
-        match load_state(inner, &name, &digest) {
+        match load_state(inner, &name, Role::Active, &digest) {
             // Same broken bytes as last time: nothing to retry until the source changes.
-            LoadState::Failed => {
+            Lookup::Failed => {
                 return Outcome::Success {
                     next: Some(inner.opts.plugin_poll),
                 };
             }
-            LoadState::Refused(msg) => {
+            Lookup::Refused(msg) => {
                 refuse(
                     inner,
                     &api,
@@ -414,26 +413,25 @@ async fn sync_controller(
                     next: Some(inner.opts.plugin_poll),
                 };
             }
-            LoadState::Ready(p, ms) => {
+            Lookup::Ready(p, ms) => {
                 load_ms = ms;
                 Some(p)
             }
             // A load of this controller is running (its end syncs again), or
             // was just started off this loop: other controllers go on meanwhile.
-            LoadState::Busy => {
+            Lookup::Busy => {
                 return Outcome::Success {
                     next: Some(inner.opts.plugin_poll),
                 };
             }
-            LoadState::Start => {
-                spawn_load(
-                    inner,
-                    queue,
-                    &wc_key,
-                    &digest,
-                    fetched.bytes.clone(),
-                    current.is_some(),
-                );
+            Lookup::Start => {
+                let load = LoadJob {
+                    role: Role::Active,
+                    digest: digest.clone(),
+                    bytes: fetched.bytes.clone(),
+                    reload: current.is_some(),
+                };
+                spawn_load(inner, queue, &wc_key, load);
                 return Outcome::Success {
                     next: Some(inner.opts.plugin_poll),
                 };
@@ -448,13 +446,14 @@ async fn sync_controller(
         (Some((h, _)), Some(p)) if h == spec_hash => {
             tracing::info!(controller = %name, digest = %digest, load_ms, action = "hot-reload", "plugin changed; swapped in");
             if let Some(r) = running.get_mut(&name) {
-                let old = (r.digest.clone(), r.handle.ctl.serving_plugin());
                 let p = judged(inner, queue, &wc_key, &wc.spec, p, &digest);
-                r.handle.swap_plugin(p);
+                r.handle.swap_plugin(p.clone());
                 r.digest = digest.clone();
-                let mut st = lock(&inner.plugins);
-                let ps = st.entry(name.clone()).or_default();
-                ps.previous = Some(old);
+                lock(&inner.plugins)
+                    .entry(name.clone())
+                    .or_default()
+                    .versions
+                    .activate(&digest, p, &now_rfc3339());
             }
         }
         (Some((h, _)), None) if h == spec_hash => {}
@@ -481,6 +480,15 @@ async fn sync_controller(
                     }
                 })
             };
+            let candidate = match delivery::initial(inner, queue, &wc_key, &wc).await {
+                delivery::Initial::Ready(c) => c,
+                // A rollout in progress waits for its candidate to load.
+                delivery::Initial::Wait => {
+                    return Outcome::Success {
+                        next: Some(inner.opts.plugin_poll),
+                    };
+                }
+            };
             let settings = ControllerSettings {
                 default_resync: inner.opts.default_resync,
                 backoff: inner.opts.backoff,
@@ -488,6 +496,7 @@ async fn sync_controller(
                 nudge: Some(nudge),
                 admission: inner.opts.admission.clone(),
                 recorder: inner.opts.recorder.clone(),
+                candidate,
             };
             match controller::start(
                 &inner.client,
@@ -520,6 +529,8 @@ async fn sync_controller(
                     let ps = st.entry(name.clone()).or_default();
                     ps.start_failures = 0;
                     ps.start_error = None;
+                    // A new controller has no candidate installed yet.
+                    ps.delivery.forget_install();
                 }
                 Err(e) => {
                     drop(running);
@@ -543,11 +554,12 @@ async fn sync_controller(
     let report = running.get(&name).map(|r| r.handle.status_report());
     drop(running);
     if loaded_now {
+        let serving = running_plugin(inner, &name).await;
         let mut st = lock(&inner.plugins);
         let ps = st.entry(name.clone()).or_default();
-        ps.failed_digest = None;
-        ps.loaded = None;
-        ps.loaded_at = Some(now_rfc3339());
+        if let Some(p) = serving {
+            ps.versions.activate(&digest, p, &now_rfc3339());
+        }
         ps.source_rv = fetched.resource_version.clone();
         drop(st);
         inner.events.record(
@@ -564,6 +576,7 @@ async fn sync_controller(
     if let Some(report) = report {
         report_parent_status(inner, &wc, &mut status, &report, generation);
     }
+    delivery::sync(inner, queue, &wc_key, &wc, &mut status).await;
     fill_plugin_status(inner, &name, &mut status).await;
     write_wc_status(&api, &wc, status).await;
     Outcome::Success {
@@ -640,11 +653,8 @@ async fn start_failed(
         let mut st = lock(&inner.plugins);
         let ps = st.entry(name.to_string()).or_default();
         // Keep the loaded version: a retry must not load it again.
-        ps.loaded = Some(LoadedVersion {
-            digest: f.digest.clone(),
-            result: Ok(f.plugin),
-            load_ms: f.load_ms,
-        });
+        ps.versions
+            .keep_loaded(Role::Active, &f.digest, f.plugin, f.load_ms);
         ps.start_failures = ps.start_failures.saturating_add(1);
         let news = ps.start_error.as_deref() != Some(message);
         ps.start_error = Some(message.to_string());
@@ -802,68 +812,53 @@ fn warn_cond(
     set_cond(status, type_, false, reason, message, generation);
 }
 
-/// What the loading path holds for one controller and version.
-enum LoadState {
-    /// This version failed to load before.
-    Failed,
-    /// This version just failed to load (reported once).
-    Refused(String),
-    /// This version is loaded and waits to serve (with how long it took).
-    Ready(Arc<dyn ReconcilePlugin>, Option<u64>),
-    /// A load of this controller is in flight.
-    Busy,
-    /// Nothing yet: the caller starts the load.
-    Start,
+/// Looks up (and, for [`Lookup::Start`], claims) the load of `digest`.
+fn load_state(
+    inner: &Inner,
+    name: &str,
+    role: Role,
+    digest: &str,
+) -> Lookup<Arc<dyn ReconcilePlugin>> {
+    lock(&inner.plugins)
+        .entry(name.to_string())
+        .or_default()
+        .versions
+        .lookup(role, digest)
 }
 
-/// Looks up (and, for [`LoadState::Start`], claims) the load of `digest`.
-fn load_state(inner: &Inner, name: &str, digest: &str) -> LoadState {
-    let mut st = lock(&inner.plugins);
-    let ps = st.entry(name.to_string()).or_default();
-    if ps.failed_digest.as_deref() == Some(digest) {
-        return LoadState::Failed;
-    }
-    if let Some(l) = ps.loaded.take_if(|l| l.digest == digest) {
-        return match l.result {
-            Ok(p) => {
-                let ready = LoadState::Ready(p.clone(), l.load_ms);
-                ps.loaded = Some(LoadedVersion {
-                    digest: l.digest,
-                    result: Ok(p),
-                    load_ms: l.load_ms,
-                });
-                ready
-            }
-            Err(msg) => {
-                ps.failed_digest = Some(digest.to_string());
-                LoadState::Refused(msg)
-            }
-        };
-    }
-    if ps.loading.is_some() {
-        return LoadState::Busy;
-    }
-    ps.loading = Some(digest.to_string());
-    LoadState::Start
+/// The plugin the running controller `name` serves (its epoch's plugin).
+async fn running_plugin(inner: &Inner, name: &str) -> Option<Arc<dyn ReconcilePlugin>> {
+    inner
+        .running
+        .lock()
+        .await
+        .get(name)
+        .map(|r| r.handle.ctl.serving_plugin())
+}
+
+/// One load to run: which role, which version, its bytes.
+struct LoadJob {
+    role: Role,
+    digest: String,
+    bytes: Vec<u8>,
+    reload: bool,
 }
 
 /// Loads a version off the manager's sync loop, within the load slots
 /// ([`crate::loads`]), so one controller's long compile never holds up
 /// another controller's start or hot reload. Its end stores the result and
 /// syncs the controller again.
-fn spawn_load(
-    inner: &Arc<Inner>,
-    queue: &Arc<WorkQueue>,
-    wc_key: &ObjectKey,
-    digest: &str,
-    bytes: Vec<u8>,
-    reload: bool,
-) {
+fn spawn_load(inner: &Arc<Inner>, queue: &Arc<WorkQueue>, wc_key: &ObjectKey, job: LoadJob) {
     let inner = inner.clone();
     let queue = Arc::downgrade(queue);
     let key = wc_key.clone();
-    let digest = digest.to_string();
     tokio::spawn(async move {
+        let LoadJob {
+            role,
+            digest,
+            bytes,
+            reload,
+        } = job;
         let name = key.name.clone();
         let size = bytes.len();
         let slot = inner.load_slots.acquire(size).await;
@@ -876,25 +871,22 @@ fn spawn_load(
         }
         match &result {
             Ok(_) => {
-                tracing::debug!(controller = %name, digest = %digest, size, load_ms, "plugin compiled")
+                tracing::debug!(controller = %name, digest = %digest, ?role, size, load_ms, "plugin compiled")
             }
             Err(msg) => {
-                tracing::warn!(controller = %name, digest = %digest, error = %msg, "plugin failed to load; previous version keeps running")
+                tracing::warn!(controller = %name, digest = %digest, ?role, error = %msg, "plugin failed to load; previous version keeps running")
             }
         }
         {
             let mut st = lock(&inner.plugins);
             // The controller was deleted (or its state reset) meanwhile.
             let Some(ps) = st.get_mut(&name) else { return };
-            if ps.loading.as_deref() != Some(digest.as_str()) {
+            if !ps
+                .versions
+                .load_finished(role, &digest, result, Some(load_ms))
+            {
                 return;
             }
-            ps.loading = None;
-            ps.loaded = Some(LoadedVersion {
-                digest,
-                result,
-                load_ms: Some(load_ms),
-            });
         }
         if let Some(q) = queue.upgrade() {
             q.add(key);
@@ -902,35 +894,19 @@ fn spawn_load(
     });
 }
 
-/// A finished load waiting to serve.
-struct LoadedVersion {
-    digest: String,
-    result: Result<Arc<dyn ReconcilePlugin>, String>,
-    load_ms: Option<u64>,
-}
-
 /// Per-controller state of the plugin-loading path.
 #[derive(Default)]
 struct PluginState {
     /// Watch of the plugin ConfigMap (None for a path source).
     watch: Option<Arc<SourceWatch>>,
-    /// The version served before the current one (rollback target).
-    previous: Option<(String, Arc<dyn ReconcilePlugin>)>,
-    /// Judge of the serving version when a rollback policy is set.
-    judge: Option<(String, Arc<Judge>)>,
-    /// A version that was rolled back; not loaded again while the source holds it.
-    rolled_back: Option<String>,
-    /// A version that failed to load; not retried until the source changes.
-    failed_digest: Option<String>,
-    /// When the serving version was loaded.
-    loaded_at: Option<String>,
+    /// Watch of the candidate's ConfigMap (None for a path source or no candidate).
+    candidate_watch: Option<Arc<SourceWatch>>,
+    /// Active, previous, candidate, loading, failed and rolled-back versions.
+    versions: Versions<Arc<dyn ReconcilePlugin>>,
+    /// What the running controller has installed of the candidate.
+    delivery: delivery::Installed,
     /// resourceVersion of the ConfigMap the serving version came from.
     source_rv: Option<String>,
-    /// Digest of the load in flight (one at a time per controller).
-    loading: Option<String>,
-    /// A finished load not serving yet; kept while the controller cannot
-    /// start so that a retry does not load it again.
-    loaded: Option<LoadedVersion>,
     /// Consecutive failed starts (backoff) and the last error (said once).
     start_failures: u32,
     start_error: Option<String>,
@@ -953,11 +929,29 @@ async fn read_source(
     src: &crate::crd::PluginSource,
     wc_key: &ObjectKey,
 ) -> Result<Arc<Fetched>, SourceError> {
+    read_source_for(inner, queue, name, Role::Active, src, wc_key).await
+}
+
+/// [`read_source`] for either role (each has its own ConfigMap watch).
+async fn read_source_for(
+    inner: &Arc<Inner>,
+    queue: &Arc<WorkQueue>,
+    name: &str,
+    role: Role,
+    src: &crate::crd::PluginSource,
+    wc_key: &ObjectKey,
+) -> Result<Arc<Fetched>, SourceError> {
+    fn slot(ps: &mut PluginState, role: Role) -> &mut Option<Arc<SourceWatch>> {
+        match role {
+            Role::Active => &mut ps.watch,
+            Role::Candidate => &mut ps.candidate_watch,
+        }
+    }
     let Some(cm) = &src.config_map else {
-        lock(&inner.plugins)
-            .entry(name.to_string())
-            .or_default()
-            .watch = None;
+        *slot(
+            lock(&inner.plugins).entry(name.to_string()).or_default(),
+            role,
+        ) = None;
         return match &src.path {
             Some(path) => plugin_source::fetch_path(path, src.sha256.as_deref())
                 .await
@@ -968,7 +962,7 @@ async fn read_source(
     let watch = {
         let mut st = lock(&inner.plugins);
         let ps = st.entry(name.to_string()).or_default();
-        match &ps.watch {
+        match slot(ps, role) {
             Some(w) if w.source() == cm => w.clone(),
             _ => {
                 let q = Arc::downgrade(queue);
@@ -983,7 +977,7 @@ async fn read_source(
                     }),
                 ));
                 tracing::debug!(controller = %name, namespace = %cm.namespace, configmap = %cm.name, "watching plugin ConfigMap");
-                ps.watch = Some(w.clone());
+                *slot(ps, role) = Some(w.clone());
                 w
             }
         }
@@ -1004,7 +998,7 @@ fn judged(
     let mut st = lock(&inner.plugins);
     let ps = st.entry(wc_key.name.clone()).or_default();
     let Some(policy) = &spec.plugin.rollback else {
-        ps.judge = None;
+        ps.versions.set_judge(None);
         return p;
     };
     let q = Arc::downgrade(queue);
@@ -1017,24 +1011,25 @@ fn judged(
             }
         }),
     );
-    ps.judge = Some((digest.to_string(), judge.clone()));
+    ps.versions
+        .set_judge(Some((digest.to_string(), judge.clone())));
     Judged::new(p, judge)
 }
 
 /// Swaps the previous version back in when the serving one failed its
 /// judgement; returns the message to report.
 async fn rollback_if_failed(inner: &Arc<Inner>, name: &str, serving: &str) -> Option<String> {
-    let (judge, previous) = {
-        let st = lock(&inner.plugins);
-        let ps = st.get(name)?;
-        let (d, j) = ps.judge.as_ref()?;
-        if d != serving || j.verdict() != Verdict::Failed {
+    let (judge, back) = {
+        let mut st = lock(&inner.plugins);
+        let ps = st.get_mut(name)?;
+        let j = ps.versions.judge_of(serving)?;
+        if j.verdict() != Verdict::Failed {
             return None;
         }
-        (j.clone(), ps.previous.clone()?)
+        (j, ps.versions.roll_back(&now_rfc3339())?)
     };
     let (faults, calls) = judge.counts();
-    let (back_to, previous) = previous;
+    let (back_to, previous) = (back.digest, back.plugin);
     let msg = format!(
         "{serving} failed {faults} of its first {calls} reconciles (limit {}%); rolled back to {back_to}",
         judge.threshold_percent()
@@ -1045,13 +1040,6 @@ async fn rollback_if_failed(inner: &Arc<Inner>, name: &str, serving: &str) -> Op
     r.digest = back_to;
     drop(running);
     tracing::warn!(controller = %name, digest = %serving, faults, calls, action = "rollback", "plugin version faulted too often; rolled back");
-    let mut st = lock(&inner.plugins);
-    if let Some(ps) = st.get_mut(name) {
-        ps.rolled_back = Some(serving.to_string());
-        ps.judge = None;
-        ps.previous = None;
-        ps.loaded_at = Some(now_rfc3339());
-    }
     Some(msg)
 }
 
@@ -1079,8 +1067,8 @@ async fn fill_plugin_status(inner: &Arc<Inner>, name: &str, status: &mut WasmCon
     }
     let st = lock(&inner.plugins);
     if let Some(ps) = st.get(name) {
-        if ps.loaded_at.is_some() {
-            status.plugin_loaded_at = ps.loaded_at.clone();
+        if let Some(a) = ps.versions.active() {
+            status.plugin_loaded_at = Some(a.loaded_at.clone());
         }
         if ps.source_rv.is_some() {
             status.plugin_source_resource_version = ps.source_rv.clone();

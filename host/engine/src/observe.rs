@@ -78,6 +78,9 @@ pub trait EngineObserver: Send + Sync {
     fn controller_removed(&self, _controller: &str) {}
     /// The manager's WasmController cache finished its first list.
     fn caches_synced(&self) {}
+    /// A shadow call of a candidate version ended (`identical`, `differing`,
+    /// `failing` or `dropped`; see [`crate::shadow`]).
+    fn shadow_call(&self, _controller: &str, _outcome: &str) {}
 }
 
 /// Reports one finished reconcile: its result, duration and retry.

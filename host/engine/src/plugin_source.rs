@@ -340,6 +340,7 @@ mod tests {
             rollback: None,
             signature: None,
             memoize: Default::default(),
+            candidate: None,
         };
         let client =
             kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))

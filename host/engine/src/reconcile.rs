@@ -235,6 +235,15 @@ async fn pass(
     let mut memo = MemoCheck::Off;
     let decision = if ctl.target.selects(&observed.parent) {
         let plugin = ctl.plugin();
+        // The version that serves this parent: a canary rollout may have
+        // moved it to the candidate. Memoisation and records name that one.
+        let candidate = ctl
+            .candidate()
+            .filter(|c| c.route.serves_object(&observed.parent));
+        let (digest, info) = match &candidate {
+            Some(c) => (c.digest.clone(), c.plugin.info()),
+            None => (plugin.digest().to_string(), plugin.info()),
+        };
         let started = std::time::Instant::now();
         // Per-parent related objects: the plugin's `customize` answer (cached)
         // narrows the related rules; a failed or invalid answer fails this pass
@@ -243,7 +252,8 @@ async fn pass(
             .selections
             .select(&ctl.target, key, &observed.parent, plugin.as_ref())
             .await;
-        let (req, result) = match selection {
+        drop(plugin);
+        let (req, result, took) = match selection {
             Ok(selection) => {
                 selection.narrow(&ctl.target, &mut observed);
                 let req = decide::request(&ctl.target, &observed, &now);
@@ -251,29 +261,26 @@ async fn pass(
                 // equal those of the last quiet pass: nothing to do.
                 let (last, requeue_after) = ctl.memo.last(key).unzip();
                 memo = memo::check(
-                    ctl.memo.memoisable(plugin.info().as_ref()),
-                    || memo::inputs_hash(plugin.digest(), &req),
+                    ctl.memo.memoisable(info.as_ref()),
+                    || memo::inputs_hash(&digest, &req),
                     last,
                 );
                 if memo == MemoCheck::Skip {
                     return Ok(memoised(ctl, key, requeue_after.flatten()));
                 }
                 ctl.count_call();
-                let result = plugin.reconcile(&req, &ctl.target.limits).await;
-                (Some(req), result)
+                let (result, took) = call_plugin(ctl, key, &observed.parent, &req).await;
+                (Some(req), result, took)
             }
-            Err(e) => (None, Err(e)),
+            Err(e) => (None, Err(e), started.elapsed()),
         };
-        let took = started.elapsed();
         let decision = decide::decide(&ctl.target, &observed, ctl.as_ref(), &result, &now);
         // A pass whose `customize` failed made no reconcile call: nothing to record.
         if let (Some(rec), Some(req)) = (&ctl.recorder, &req) {
-            let digest = plugin.digest();
             let x =
-                crate::record::exchange(&ctl.target, &observed, req, &result, &decision, digest);
+                crate::record::exchange(&ctl.target, &observed, req, &result, &decision, &digest);
             rec.record(x);
         }
-        drop(plugin);
         report_call(ctl, took, &result, &decision);
         decision
     } else {
@@ -320,6 +327,38 @@ fn memoised(
     }
     ctl.set_health(key, Some(true));
     next_run(ctl, requeue_after.map_or(Requeue::Resync, Requeue::Within))
+}
+
+/// Calls the version that serves this parent: the candidate when a canary
+/// rollout moved it there ([`crate::canary`]), else the active one — and
+/// then, off this path, the candidate in its shadow ([`crate::shadow`]).
+async fn call_plugin(
+    ctl: &Controller,
+    key: &ObjectKey,
+    parent: &DynamicObject,
+    req: &wr_runtime::ReconcileRequest,
+) -> (Result<wr_runtime::ReconcileResponse, PluginError>, Duration) {
+    let candidate = ctl.candidate();
+    if let Some(c) = candidate.as_ref().filter(|c| c.route.serves_object(parent)) {
+        let req = c.request(req);
+        let started = std::time::Instant::now();
+        let result = c.plugin.reconcile(&req, &c.limits).await;
+        let took = started.elapsed();
+        c.tally.record(&result);
+        c.tally.served(key);
+        return (result, took);
+    }
+    let plugin = ctl.plugin();
+    let started = std::time::Instant::now();
+    let result = plugin.reconcile(req, &ctl.target.limits).await;
+    let took = started.elapsed();
+    drop(plugin);
+    if let (Some(c), Ok(answer)) = (&candidate, &result)
+        && let Some(lane) = &c.shadow
+    {
+        lane.offer(c, key.to_string(), req, answer);
+    }
+    (result, took)
 }
 
 /// Carries out [`decide::admit`]: the finalizer change, then either stop

@@ -84,6 +84,15 @@ struct KindLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShadowLabels {
+    controller: String,
+    outcome: &'static str,
+}
+
+/// Outcomes of a shadow call; anything else is reported as `other`.
+const SHADOW_OUTCOMES: [&str; 4] = ["identical", "differing", "failing", "dropped"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LoadLabels {
     controller: String,
     kind: &'static str,
@@ -149,6 +158,7 @@ pub struct Metrics {
     finalizers_pending: Family<ControllerLabels, Gauge>,
     plugin_loads: Family<LoadLabels, Counter>,
     active_digest: Family<DigestLabels, Gauge>,
+    shadow_calls: Family<ShadowLabels, Counter>,
     leader: Gauge,
     digests: Mutex<HashMap<String, String>>,
     liveness: Liveness,
@@ -173,6 +183,7 @@ impl Metrics {
             finalizers_pending: Family::default(),
             plugin_loads: Family::default(),
             active_digest: Family::default(),
+            shadow_calls: Family::default(),
             leader: Gauge::default(),
             digests: Mutex::new(HashMap::new()),
             liveness,
@@ -242,6 +253,11 @@ impl Metrics {
             "plugin_active_info",
             "Digest of the plugin serving each controller (value always 1)",
             m.active_digest.clone(),
+        );
+        r.register(
+            "shadow_calls",
+            "Shadow calls of a candidate plugin version, by controller and outcome (identical, differing, failing, dropped)",
+            m.shadow_calls.clone(),
         );
         r.register(
             "leader",
@@ -371,6 +387,20 @@ impl Metrics {
         }
     }
 
+    /// A shadow call of `controller`'s candidate ended with `outcome`.
+    pub fn shadow_call(&self, controller: &str, outcome: &str) {
+        let outcome = SHADOW_OUTCOMES
+            .into_iter()
+            .find(|o| *o == outcome)
+            .unwrap_or("other");
+        self.shadow_calls
+            .get_or_create(&ShadowLabels {
+                controller: controller.to_string(),
+                outcome,
+            })
+            .inc();
+    }
+
     /// Whether this process leads.
     pub fn leader(&self, is_leader: bool) {
         self.leader.set(i64::from(is_leader));
@@ -420,6 +450,22 @@ mod tests {
             t.contains(r#"wasm_reconciler_reconciles_memoised_total{controller="web"} 2"#),
             "{t}"
         );
+    }
+
+    #[test]
+    fn shadow_calls_count_by_controller_and_a_bounded_outcome() {
+        let (r, m) = setup();
+        m.shadow_call("c", "differing");
+        m.shadow_call("c", "differing");
+        m.shadow_call("c", "sideways");
+        let t = text(&r);
+        assert!(
+            t.contains(
+                r#"wasm_reconciler_shadow_calls_total{controller="c",outcome="differing"} 2"#
+            ),
+            "{t}"
+        );
+        assert!(t.contains(r#"outcome="other"} 1"#), "{t}");
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod record_args;
 #[cfg(feature = "dev")]
 pub mod render;
 pub mod replay;
+pub mod rollout;
 pub mod run;
 #[cfg(feature = "dev")]
 pub mod simulate;

@@ -53,6 +53,9 @@ pub struct ControllerSettings {
     pub admission: Option<Arc<dyn crate::admission::Admission>>,
     /// Records each plugin call ([`crate::record`]).
     pub recorder: Option<Arc<crate::record::Recorder>>,
+    /// The candidate installed from the first reconcile on (a rollout in
+    /// progress must not run its migrated parents on the active version).
+    pub candidate: Option<Arc<crate::candidate::Installed>>,
 }
 
 /// A started controller; stop it with [`ControllerHandle::stop`].
@@ -108,6 +111,61 @@ impl ControllerHandle {
                 }
             }
         });
+    }
+
+    /// Installs (or removes) the candidate version and re-enqueues every
+    /// parent whose version changes with it (all of them when the route or
+    /// the candidate changed: cheap, and level-triggered).
+    pub fn set_candidate(&self, c: Option<Arc<crate::candidate::Installed>>) {
+        let old = std::mem::replace(
+            &mut *self
+                .ctl
+                .candidate
+                .write()
+                .unwrap_or_else(|e| e.into_inner()),
+            c.clone(),
+        );
+        let moved = |p: &DynamicObject| {
+            let was = old.as_ref().is_some_and(|o| o.route.serves_object(p));
+            let now = c.as_ref().is_some_and(|n| n.route.serves_object(p));
+            was != now
+                || (was && now && old.as_ref().map(|o| &o.digest) != c.as_ref().map(|n| &n.digest))
+        };
+        for k in self.ctl.parent_cache.keys() {
+            if self.ctl.parent_cache.get(&k).is_some_and(|p| moved(&p)) {
+                self.ctl.queue.add(k);
+            }
+        }
+    }
+
+    /// The installed candidate.
+    pub fn candidate(&self) -> Option<Arc<crate::candidate::Installed>> {
+        self.ctl.candidate()
+    }
+
+    /// Keys of the parents the installed candidate serves, with whether each
+    /// one's last reconcile succeeded.
+    pub fn migrated(&self) -> Vec<(ObjectKey, Option<bool>)> {
+        let Some(c) = self.ctl.candidate() else {
+            return Vec::new();
+        };
+        let health = self.ctl.health.lock().unwrap_or_else(|e| e.into_inner());
+        self.ctl
+            .parent_cache
+            .keys()
+            .into_iter()
+            .filter(|k| {
+                self.ctl
+                    .parent_cache
+                    .get(k)
+                    .is_some_and(|p| c.route.serves_object(&p))
+            })
+            .map(|k| {
+                // Health counts only once the candidate answered for it.
+                let h = health.get(&k).copied().filter(|_| c.tally.has_served(&k));
+                (k, h)
+            })
+            .collect()
     }
 
     /// Parents whose last reconcile succeeded / failed.
@@ -189,6 +247,7 @@ pub(crate) async fn start(
         selections: Default::default(),
         recorder: settings.recorder.clone(),
         memo: crate::memo::MemoTable::new(spec.plugin.memoize),
+        candidate: RwLock::new(settings.candidate.clone()),
         target,
     });
     let subs = subscribe(&ctl);

@@ -86,6 +86,8 @@ pub(crate) struct Controller {
     pub recorder: Option<Arc<crate::record::Recorder>>,
     /// Per parent: the inputs of the last quiet plugin call (rule 13).
     pub memo: crate::memo::MemoTable,
+    /// The candidate version and the parents it serves (shadow, canary).
+    pub candidate: RwLock<Option<Arc<crate::candidate::Installed>>>,
 }
 
 impl Source for Controller {
@@ -139,6 +141,14 @@ impl Controller {
 
     pub fn plugin(&self) -> Arc<dyn ReconcilePlugin> {
         self.plugin
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The installed candidate, if any (read once per pass).
+    pub fn candidate(&self) -> Option<Arc<crate::candidate::Installed>> {
+        self.candidate
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()

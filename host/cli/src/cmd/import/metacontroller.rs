@@ -156,6 +156,7 @@ impl<'a> Converter<'a> {
                 rollback: None,
                 signature: None,
                 memoize: Default::default(),
+                candidate: None,
             },
             PluginPlacement::Path(path) => PluginSource {
                 config_map: None,
@@ -165,6 +166,7 @@ impl<'a> Converter<'a> {
                 rollback: None,
                 signature: None,
                 memoize: Default::default(),
+                candidate: None,
             },
         };
         let spec = WasmControllerSpec {
@@ -186,6 +188,7 @@ impl<'a> Converter<'a> {
             // Metacontroller adopts orphans that match the parent's selector;
             // adoption also removes its leftovers from the children.
             adoption: Adoption::Orphans,
+            rollout: None,
         };
         spec.validate()
             .context("the converted WasmController is invalid")?;

@@ -228,6 +228,15 @@ pub fn needs(
         if let Some(cm) = &spec.plugin.config_map {
             plugin_namespaces.insert(cm.namespace.clone());
         }
+        // A candidate version (shadow, canary) is read like the active one.
+        if let Some(cm) = spec
+            .plugin
+            .candidate
+            .as_ref()
+            .and_then(|c| c.config_map.as_ref())
+        {
+            plugin_namespaces.insert(cm.namespace.clone());
+        }
     }
     if !parent_crds.is_empty() {
         let names: Vec<String> = parent_crds.into_iter().collect();
@@ -466,12 +475,16 @@ mod tests {
             "parentResource": {"apiVersion": "example.com/v1", "kind": "Workspace"},
             "childResources": [],
             "related": [{"apiVersion": "v1", "kind": "Secret", "names": ["tls"]}],
-            "plugin": {"configMap": {"name": "ws-plugin", "namespace": "ops"}},
+            "plugin": {"configMap": {"name": "ws-plugin", "namespace": "ops"},
+                       "candidate": {"configMap": {"name": "ws-next", "namespace": "staging"}}},
             "finalize": true
         }));
         let specs = [("ws".to_string(), sp)];
         let n = needs(&specs, &KnownPlurals::new()).unwrap();
-        assert_eq!(n.plugin_namespaces, BTreeSet::from(["ops".to_string()]));
+        assert_eq!(
+            n.plugin_namespaces,
+            BTreeSet::from(["ops".to_string(), "staging".to_string()])
+        );
         let f = flat(&n.cluster);
         // Not cluster-wide: the namespaced Role covers them.
         assert!(

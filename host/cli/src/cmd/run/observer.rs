@@ -90,6 +90,10 @@ impl EngineObserver for MetricsObserver {
     fn caches_synced(&self) {
         self.synced.send_replace(true);
     }
+
+    fn shadow_call(&self, controller: &str, outcome: &str) {
+        self.metrics.shadow_call(controller, outcome);
+    }
 }
 
 #[cfg(test)]

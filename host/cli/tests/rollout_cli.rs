@@ -1,0 +1,116 @@
+//! `wasm-reconciler rollout` against a host (in-process manager) and the
+//! embedded API server: the binary asks for `pause` and `resume`, the host
+//! applies them, and `status` prints the progress the host wrote.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::Result;
+use serde_json::json;
+use wr_engine::crd::RolloutPhase;
+use wr_tests::cluster::*;
+use wr_tests::reload::controller;
+
+fn cli(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_wasm-reconciler"))
+        .arg("rollout")
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .output()
+        .expect("cannot run wasm-reconciler");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn run_cli(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    let k = kubeconfig.to_path_buf();
+    let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        cli(&k, &refs)
+    })
+    .await
+    .expect("cli task")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_resume_and_status_drive_a_running_rollout() -> Result<()> {
+    let mut env = Env::start().await?;
+    if env.server.is_real() {
+        // The kubeconfig below is the embedded server's.
+        eprintln!("skipped: needs the embedded API server's kubeconfig");
+        return Ok(());
+    }
+    env.namespace("r1").await?;
+    let v1 = env.plugin_file(
+        "v1",
+        ScriptPlugin::new("v1", |r, _| Ok(configmap_children(r))),
+    )?;
+    let v2 = env.plugin_file(
+        "v2",
+        ScriptPlugin::new("v2", |r, _| Ok(configmap_children(r))),
+    )?;
+    env.create_controller(json!({
+        "apiVersion": "wasm-reconciler.dev/v1alpha1", "kind": "WasmController",
+        "metadata": {"name": "cli"},
+        "spec": {
+            "parentResource": {"apiVersion": format!("{TEST_GROUP}/v1"), "resource": "widgets"},
+            "childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "plugin": {"path": v1.display().to_string(),
+                       "candidate": {"path": v2.display().to_string()}},
+            "rollout": {"steps": [{"percent": 50}, {"percent": 100}], "pauseSeconds": 3600},
+            "resyncPeriodSeconds": 3600
+        }
+    }))
+    .await?;
+    env.create_widget("r1", "w1", json!({})).await?;
+    let dir = tempfile::tempdir()?;
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.server.write_kubeconfig(&kubeconfig)?;
+    env.start_manager();
+    eventually("the rollout started", 60, || async {
+        controller(&env, "cli").await.ok()?.status?.rollout
+    })
+    .await?;
+
+    let (ok, out, err) = run_cli(&kubeconfig, &["pause", "--controller", "cli"]).await;
+    assert!(ok, "pause failed: {out}\n{err}");
+    assert!(out.contains("rollout     Paused, step 1 of 2"), "{out}");
+    let phase = controller(&env, "cli")
+        .await?
+        .status
+        .and_then(|s| s.rollout)
+        .map(|r| r.phase);
+    assert_eq!(phase, Some(RolloutPhase::Paused));
+
+    let (ok, out, err) = run_cli(&kubeconfig, &["resume", "--controller", "cli"]).await;
+    assert!(ok, "resume failed: {out}\n{err}");
+    assert!(
+        out.contains("rollout     Progressing, step 1 of 2"),
+        "{out}"
+    );
+
+    let (ok, out, _) = run_cli(&kubeconfig, &["status", "--controller", "cli"]).await;
+    assert!(ok);
+    assert!(out.contains("controller  cli"), "{out}");
+    assert!(out.contains("shadow      "), "{out}");
+    let (ok, out, _) = run_cli(
+        &kubeconfig,
+        &["status", "--controller", "cli", "-o", "json"],
+    )
+    .await;
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(&out)?;
+    assert_eq!(v["rollout"]["phase"], json!("Progressing"));
+
+    // A controller without a rollout: a clear error, exit code 1.
+    let (ok, _, err) = run_cli(&kubeconfig, &["promote", "--controller", "missing"]).await;
+    assert!(!ok);
+    assert!(err.contains("WasmController missing"), "{err}");
+    env.stop_manager().await;
+    Ok(())
+}

@@ -1,0 +1,624 @@
+//! Shadow calls: the candidate version answers the same request as the
+//! active one, after it, and its output is compared — nothing it says is
+//! ever written.
+//!
+//! A reconcile hands the active call's request and answer to
+//! [`ShadowLane::offer`] once the active call has returned; the lane spawns
+//! the candidate's call on its own task (so the reconcile never waits), at
+//! most `max_concurrent` at once — an offer beyond that is dropped and
+//! counted, never queued, so a slow candidate cannot build up work or memory.
+//! The comparison ([`compare`]) walks children (keyed by kind, namespace and
+//! name), status, conditions (keyed by type), events, requeue and finalized,
+//! and reports each differing field by its dotted path, skipping the
+//! declared volatile fields. The lane keeps counts and the first N distinct
+//! differences, which the manager writes to `status.shadow`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::Value;
+use wr_runtime::{ReconcileRequest, ReconcileResponse};
+
+use crate::candidate::Installed;
+use crate::crd::{ShadowDifference, ShadowStatus};
+use crate::observe::EngineObserver;
+
+/// Longest value text kept in a difference.
+const VALUE_CUT: usize = 200;
+
+/// One field that differs: (child, field path, active value, candidate value).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldDiff {
+    /// `Kind namespace/name` of the child; None for the response's own fields.
+    pub child: Option<String>,
+    /// Dotted path of the field.
+    pub field: String,
+    /// The active version's value (None: absent).
+    pub active: Option<Value>,
+    /// The candidate's value (None: absent).
+    pub candidate: Option<Value>,
+}
+
+/// A declared volatile field: a dotted path prefix, for one child kind or all.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Volatile {
+    kind: Option<String>,
+    path: String,
+}
+
+impl Volatile {
+    /// Parses `Kind:path` or `path`.
+    pub fn parse(s: &str) -> Self {
+        match s.split_once(':') {
+            Some((k, p)) => Self {
+                kind: Some(k.to_string()),
+                path: p.to_string(),
+            },
+            None => Self {
+                kind: None,
+                path: s.to_string(),
+            },
+        }
+    }
+
+    fn covers(&self, kind: Option<&str>, path: &str) -> bool {
+        if self.kind.is_some() && self.kind.as_deref() != kind {
+            return false;
+        }
+        path == self.path
+            || path
+                .strip_prefix(self.path.as_str())
+                .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+    }
+}
+
+/// (kind, `Kind namespace/name`) of a child; a child without a namespace
+/// goes to the parent's (as the host applies it).
+fn child_key(c: &Value, parent_ns: Option<&str>) -> (String, String) {
+    let kind = c["kind"].as_str().unwrap_or("").to_string();
+    let ns = c["metadata"]["namespace"]
+        .as_str()
+        .or(parent_ns)
+        .unwrap_or("");
+    let name = c["metadata"]["name"].as_str().unwrap_or("");
+    let label = if ns.is_empty() {
+        format!("{kind} {name}")
+    } else {
+        format!("{kind} {ns}/{name}")
+    };
+    (kind, label)
+}
+
+/// Every field where `candidate` differs from `active`, volatile fields
+/// aside, for a parent in namespace `parent_ns`.
+pub fn compare(
+    active: &ReconcileResponse,
+    candidate: &ReconcileResponse,
+    volatile: &[Volatile],
+    parent_ns: Option<&str>,
+) -> Vec<FieldDiff> {
+    let mut out = Vec::new();
+    let index = |r: &ReconcileResponse| -> BTreeMap<String, (String, Value)> {
+        r.children
+            .iter()
+            .map(|c| {
+                let (kind, label) = child_key(c, parent_ns);
+                (label, (kind, c.clone()))
+            })
+            .collect()
+    };
+    let (a, b) = (index(active), index(candidate));
+    let labels: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    for label in labels {
+        match (a.get(label), b.get(label)) {
+            (Some((kind, x)), Some((_, y))) => {
+                let mut found = Vec::new();
+                walk("", Some(x), Some(y), &mut found);
+                for (field, av, cv) in found {
+                    if volatile.iter().any(|v| v.covers(Some(kind), &field)) {
+                        continue;
+                    }
+                    // Secret values never reach the WasmController's status.
+                    let (av, cv) = match kind.as_str() {
+                        "Secret" => (av.map(|_| redacted()), cv.map(|_| redacted())),
+                        _ => (av, cv),
+                    };
+                    out.push(FieldDiff {
+                        child: Some(label.clone()),
+                        field,
+                        active: av,
+                        candidate: cv,
+                    });
+                }
+            }
+            (x, y) => out.push(FieldDiff {
+                child: Some(label.clone()),
+                field: "(absent)".into(),
+                active: x.map(|_| Value::String("present".into())),
+                candidate: y.map(|_| Value::String("present".into())),
+            }),
+        }
+    }
+    let mut own = Vec::new();
+    walk(
+        "status",
+        active.status.as_ref(),
+        candidate.status.as_ref(),
+        &mut own,
+    );
+    let conds = |r: &ReconcileResponse| -> Value {
+        Value::Object(
+            r.conditions
+                .iter()
+                .map(|c| (c.type_.clone(), serde_json::to_value(c).unwrap_or_default()))
+                .collect(),
+        )
+    };
+    let (ca, cb) = (conds(active), conds(candidate));
+    let mut cond_diffs = Vec::new();
+    walk("", Some(&ca), Some(&cb), &mut cond_diffs);
+    for (field, av, cv) in cond_diffs {
+        // `Ready.reason` → `conditions[Ready].reason`.
+        let (ty, rest) = field.split_once('.').unwrap_or((field.as_str(), ""));
+        let path = match rest {
+            "" => format!("conditions[{ty}]"),
+            r => format!("conditions[{ty}].{r}"),
+        };
+        own.push((path, av, cv));
+    }
+    let events = |r: &ReconcileResponse| serde_json::to_value(&r.events).unwrap_or_default();
+    if active.events != candidate.events {
+        own.push((
+            "events".into(),
+            Some(events(active)),
+            Some(events(candidate)),
+        ));
+    }
+    if active.requeue_after_seconds != candidate.requeue_after_seconds {
+        own.push((
+            "requeueAfterSeconds".into(),
+            active.requeue_after_seconds.map(Value::from),
+            candidate.requeue_after_seconds.map(Value::from),
+        ));
+    }
+    if active.finalized != candidate.finalized {
+        own.push((
+            "finalized".into(),
+            Some(active.finalized.into()),
+            Some(candidate.finalized.into()),
+        ));
+    }
+    for (field, av, cv) in own {
+        if volatile.iter().any(|v| v.covers(None, &field)) {
+            continue;
+        }
+        out.push(FieldDiff {
+            child: None,
+            field,
+            active: av,
+            candidate: cv,
+        });
+    }
+    out
+}
+
+fn redacted() -> Value {
+    Value::String("(redacted)".into())
+}
+
+/// Collects (path, a, b) of every leaf where `a` and `b` differ. Objects are
+/// walked key by key; arrays of equal length element by element; anything
+/// else that differs is one leaf.
+fn walk(path: &str, a: Option<&Value>, b: Option<&Value>, out: &mut Vec<DiffLeaf>) {
+    if a == b {
+        return;
+    }
+    match (a, b) {
+        (Some(Value::Object(x)), Some(Value::Object(y))) => {
+            let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                walk(&p, x.get(k), y.get(k), out);
+            }
+        }
+        (Some(Value::Array(x)), Some(Value::Array(y))) if x.len() == y.len() => {
+            for (i, (u, v)) in x.iter().zip(y).enumerate() {
+                walk(&format!("{path}[{i}]"), Some(u), Some(v), out);
+            }
+        }
+        _ => out.push((path.to_string(), a.cloned(), b.cloned())),
+    }
+}
+
+type DiffLeaf = (String, Option<Value>, Option<Value>);
+
+fn cut(v: &Option<Value>) -> Option<String> {
+    let s = v.as_ref()?.to_string();
+    if s.len() <= VALUE_CUT {
+        return Some(s);
+    }
+    let mut end = VALUE_CUT;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(format!("{}…", &s[..end]))
+}
+
+/// Settings of a shadow lane.
+#[derive(Debug, Clone)]
+pub struct LaneSettings {
+    /// Calls that may run at once; more are dropped.
+    pub max_concurrent: usize,
+    /// Differences kept for the status.
+    pub max_differences: usize,
+    /// Declared volatile fields.
+    pub volatile: Vec<Volatile>,
+}
+
+#[derive(Default)]
+struct Tally {
+    identical: u64,
+    differing: u64,
+    failing: u64,
+    dropped: u64,
+    differences: Vec<ShadowDifference>,
+}
+
+/// The shadow calls of one candidate in one controller.
+pub struct ShadowLane {
+    controller: String,
+    settings: LaneSettings,
+    running: AtomicUsize,
+    tally: Mutex<Tally>,
+    observer: Option<Arc<dyn EngineObserver>>,
+    /// Runs when the first difference (or failure) is found, so the manager
+    /// reports it without waiting for its next poll.
+    on_first: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+/// What one shadow call found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShadowOutcome {
+    /// Same output as the active version.
+    Identical,
+    /// Some field differs.
+    Differing,
+    /// The candidate failed where the active version answered.
+    Failing,
+    /// Not called: the lane was full.
+    Dropped,
+}
+
+impl ShadowOutcome {
+    /// Metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShadowOutcome::Identical => "identical",
+            ShadowOutcome::Differing => "differing",
+            ShadowOutcome::Failing => "failing",
+            ShadowOutcome::Dropped => "dropped",
+        }
+    }
+}
+
+impl ShadowLane {
+    /// A lane for `controller`.
+    pub fn new(
+        controller: &str,
+        settings: LaneSettings,
+        observer: Option<Arc<dyn EngineObserver>>,
+        on_first: Option<Arc<dyn Fn() + Send + Sync>>,
+    ) -> Arc<Self> {
+        Self::resume(controller, settings, observer, on_first, None)
+    }
+
+    /// [`Self::new`] continuing from the counts a status already shows (a
+    /// restarted host, the same candidate).
+    pub fn resume(
+        controller: &str,
+        settings: LaneSettings,
+        observer: Option<Arc<dyn EngineObserver>>,
+        on_first: Option<Arc<dyn Fn() + Send + Sync>>,
+        from: Option<&ShadowStatus>,
+    ) -> Arc<Self> {
+        let tally = from.map_or_else(Tally::default, |s| Tally {
+            identical: s.identical,
+            differing: s.differing,
+            failing: s.failing,
+            dropped: s.dropped,
+            differences: s.differences.clone(),
+        });
+        Arc::new(Self {
+            controller: controller.to_string(),
+            settings,
+            running: AtomicUsize::new(0),
+            tally: Mutex::new(tally),
+            observer,
+            on_first,
+        })
+    }
+
+    /// Runs `cand`'s call for `req` on its own task and compares its answer
+    /// with `active`; returns at once. Dropped (and counted) when
+    /// `max_concurrent` calls already run.
+    pub fn offer(
+        self: &Arc<Self>,
+        cand: &Arc<Installed>,
+        parent: String,
+        req: &ReconcileRequest,
+        active: &ReconcileResponse,
+    ) {
+        let running = self.running.fetch_add(1, Ordering::SeqCst);
+        if running >= self.settings.max_concurrent {
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            self.record(ShadowOutcome::Dropped, &parent, Vec::new());
+            return;
+        }
+        let lane = self.clone();
+        let cand = cand.clone();
+        let req = cand.request(req);
+        let active = active.clone();
+        tokio::spawn(async move {
+            let r = cand.plugin.reconcile(&req, &cand.limits).await;
+            lane.running.fetch_sub(1, Ordering::SeqCst);
+            match r {
+                Ok(resp) => {
+                    let ns = req.parent["metadata"]["namespace"].as_str();
+                    let diffs = compare(&active, &resp, &lane.settings.volatile, ns);
+                    let outcome = if diffs.is_empty() {
+                        ShadowOutcome::Identical
+                    } else {
+                        ShadowOutcome::Differing
+                    };
+                    lane.record(outcome, &parent, diffs);
+                }
+                Err(e) => {
+                    tracing::debug!(parent = %parent, error = %e, "shadow call failed");
+                    let d = FieldDiff {
+                        child: None,
+                        field: "(call failed)".into(),
+                        active: None,
+                        candidate: Some(Value::String(e.to_string())),
+                    };
+                    lane.record(ShadowOutcome::Failing, &parent, vec![d]);
+                }
+            }
+        });
+    }
+
+    fn record(&self, outcome: ShadowOutcome, parent: &str, diffs: Vec<FieldDiff>) {
+        let first = {
+            let mut t = self.tally.lock().unwrap_or_else(|e| e.into_inner());
+            let before = t.differing + t.failing;
+            match outcome {
+                ShadowOutcome::Identical => t.identical += 1,
+                ShadowOutcome::Differing => t.differing += 1,
+                ShadowOutcome::Failing => t.failing += 1,
+                ShadowOutcome::Dropped => t.dropped += 1,
+            }
+            for d in diffs {
+                if t.differences.len() >= self.settings.max_differences {
+                    break;
+                }
+                let d = ShadowDifference {
+                    parent: parent.to_string(),
+                    child: d.child,
+                    field: d.field,
+                    active: cut(&d.active),
+                    candidate: cut(&d.candidate),
+                };
+                let seen = t
+                    .differences
+                    .iter()
+                    .any(|x| x.parent == d.parent && x.child == d.child && x.field == d.field);
+                if !seen {
+                    t.differences.push(d);
+                }
+            }
+            before == 0 && t.differing + t.failing > 0
+        };
+        if let Some(obs) = &self.observer {
+            obs.shadow_call(&self.controller, outcome.as_str());
+        }
+        if first && let Some(f) = &self.on_first {
+            f();
+        }
+    }
+
+    /// The counts and differences so far, for `status.shadow`.
+    pub fn status(&self, candidate_digest: &str) -> ShadowStatus {
+        let t = self.tally.lock().unwrap_or_else(|e| e.into_inner());
+        ShadowStatus {
+            candidate_digest: candidate_digest.to_string(),
+            identical: t.identical,
+            differing: t.differing,
+            failing: t.failing,
+            dropped: t.dropped,
+            differences: t.differences.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use wr_runtime::{Condition, ConditionStatus};
+
+    fn resp(children: Vec<Value>) -> ReconcileResponse {
+        ReconcileResponse {
+            children,
+            conditions: vec![],
+            status: None,
+            requeue_after_seconds: None,
+            events: vec![],
+            finalized: false,
+        }
+    }
+
+    fn cm(name: &str, data: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "ns"}, "data": data})
+    }
+
+    #[test]
+    fn equal_outputs_have_no_difference() {
+        let a = resp(vec![cm("x", json!({"k": "v"}))]);
+        assert!(compare(&a, &a.clone(), &[], None).is_empty());
+    }
+
+    #[test]
+    fn children_without_a_namespace_are_keyed_in_the_parents() {
+        let mut a = resp(vec![cm("x", json!({"k": "v"}))]);
+        a.children[0]["metadata"]
+            .as_object_mut()
+            .map(|m| m.remove("namespace"));
+        let mut b = a.clone();
+        b.children[0]["data"]["k"] = json!("w");
+        let d = compare(&a, &b, &[], Some("pns"));
+        assert_eq!(d[0].child.as_deref(), Some("ConfigMap pns/x"));
+    }
+
+    #[test]
+    fn one_changed_field_is_reported_by_child_and_path() {
+        let a = resp(vec![
+            cm("x", json!({"k": "v", "same": "s"})),
+            cm("y", json!({})),
+        ]);
+        let b = resp(vec![
+            cm("x", json!({"k": "w", "same": "s"})),
+            cm("y", json!({})),
+        ]);
+        assert_eq!(
+            compare(&a, &b, &[], None),
+            vec![FieldDiff {
+                child: Some("ConfigMap ns/x".into()),
+                field: "data.k".into(),
+                active: Some(json!("v")),
+                candidate: Some(json!("w")),
+            }]
+        );
+    }
+
+    #[test]
+    fn secret_values_are_redacted() {
+        let secret = |v: &str| {
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "s", "namespace": "ns"}, "data": {"k": v}})
+        };
+        let d = compare(
+            &resp(vec![secret("YQ==")]),
+            &resp(vec![secret("Yg==")]),
+            &[],
+            None,
+        );
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].field, "data.k");
+        assert_eq!(d[0].active, Some(json!("(redacted)")));
+        assert_eq!(d[0].candidate, Some(json!("(redacted)")));
+    }
+
+    #[test]
+    fn a_missing_child_is_one_difference() {
+        let a = resp(vec![cm("x", json!({}))]);
+        let d = compare(&a, &resp(vec![]), &[], None);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].field, "(absent)");
+        assert_eq!(d[0].candidate, None);
+    }
+
+    #[test]
+    fn volatile_fields_are_skipped_for_their_kind_or_everywhere() {
+        let a = resp(vec![cm("x", json!({"at": "1", "k": "v"}))]);
+        let b = resp(vec![cm("x", json!({"at": "2", "k": "v"}))]);
+        assert!(compare(&a, &b, &[Volatile::parse("data.at")], None).is_empty());
+        assert!(compare(&a, &b, &[Volatile::parse("ConfigMap:data.at")], None).is_empty());
+        assert_eq!(
+            compare(&a, &b, &[Volatile::parse("Secret:data.at")], None).len(),
+            1
+        );
+        // A prefix covers what is below it, not a sibling sharing its spelling.
+        assert!(compare(&a, &b, &[Volatile::parse("data")], None).is_empty());
+        assert_eq!(compare(&a, &b, &[Volatile::parse("data.a")], None).len(), 1);
+    }
+
+    #[test]
+    fn status_conditions_events_are_compared_by_path() {
+        let mut a = resp(vec![]);
+        a.status = Some(json!({"phase": "Ready", "n": 1}));
+        a.conditions = vec![Condition {
+            type_: "Ready".into(),
+            status: ConditionStatus::True,
+            reason: "Ok".into(),
+            message: String::new(),
+        }];
+        let mut b = a.clone();
+        b.status = Some(json!({"phase": "Pending", "n": 1}));
+        b.conditions[0].reason = "Waiting".into();
+        let fields: Vec<String> = compare(&a, &b, &[], None)
+            .into_iter()
+            .map(|d| d.field)
+            .collect();
+        assert_eq!(fields, vec!["status.phase", "conditions[Ready].reason"]);
+        assert!(
+            compare(
+                &a,
+                &b,
+                &[
+                    Volatile::parse("status.phase"),
+                    Volatile::parse("conditions[Ready]")
+                ],
+                None
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn the_lane_keeps_counts_and_the_first_distinct_differences() {
+        let lane = ShadowLane::new(
+            "c",
+            LaneSettings {
+                max_concurrent: 1,
+                max_differences: 2,
+                volatile: vec![],
+            },
+            None,
+            None,
+        );
+        let d = |f: &str| FieldDiff {
+            child: None,
+            field: f.into(),
+            active: None,
+            candidate: Some(json!("x".repeat(500))),
+        };
+        lane.record(ShadowOutcome::Identical, "ns/p", vec![]);
+        lane.record(ShadowOutcome::Differing, "ns/p", vec![d("a")]);
+        lane.record(ShadowOutcome::Differing, "ns/p", vec![d("a")]);
+        lane.record(ShadowOutcome::Differing, "ns/q", vec![d("b"), d("c")]);
+        lane.record(ShadowOutcome::Dropped, "ns/q", vec![]);
+        let s = lane.status("sha256:c");
+        assert_eq!(
+            (s.identical, s.differing, s.failing, s.dropped),
+            (1, 3, 0, 1)
+        );
+        let kept: Vec<(&str, &str)> = s
+            .differences
+            .iter()
+            .map(|d| (d.parent.as_str(), d.field.as_str()))
+            .collect();
+        assert_eq!(kept, vec![("ns/p", "a"), ("ns/q", "b")]);
+        assert!(
+            s.differences[0]
+                .candidate
+                .as_ref()
+                .is_some_and(|v| v.len() < 220)
+        );
+    }
+}
