@@ -216,7 +216,7 @@ async fn replay_reproduces_the_recorded_outputs_and_reports_exactly_the_changed_
         .flat_map(|s| s["writes"].as_array().cloned().unwrap_or_default())
         .map(|w| {
             let s = |k: &str| w[k].as_str().unwrap_or_default().to_string();
-            (s("verb"), resource(&s("kind")), s("name"))
+            (write_class(&s("verb")), resource(&s("kind")), s("name"))
         })
         .collect();
     assert!(!explained.is_empty(), "{steps:#?}");
@@ -228,14 +228,8 @@ async fn replay_reproduces_the_recorded_outputs_and_reports_exactly_the_changed_
         .filter(|w| w.name.as_deref().is_some_and(|n| n.starts_with("zero")))
         .filter(|w| w.field_manager.as_deref() == Some(fm) || w.verb == "delete")
         .map(|w| {
-            // The host creates by server-side apply too: 201 tells a creation.
-            let verb = match (w.verb.as_str(), w.code) {
-                ("patch", 201) => "create",
-                ("patch", _) => "apply",
-                (v, _) => v,
-            };
             (
-                verb.to_string(),
+                write_class(&w.verb),
                 w.resource.clone(),
                 w.name.clone().unwrap_or_default(),
             )
@@ -243,6 +237,17 @@ async fn replay_reproduces_the_recorded_outputs_and_reports_exactly_the_changed_
         .collect();
     assert_eq!(explained, seen);
     Ok(())
+}
+
+/// A write's class as both sides can tell it: the host creates and updates
+/// by server-side apply (a PATCH), and a create decided on a cache that had
+/// not yet seen the child is the same idempotent apply answered 200, so
+/// "create" and "apply" are one class; deletes are the other.
+fn write_class(verb: &str) -> String {
+    match verb {
+        "create" | "apply" | "patch" => "apply".to_string(),
+        other => other.to_string(),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
