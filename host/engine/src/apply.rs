@@ -32,7 +32,7 @@ use kube::api::{
 use serde_json::{Value, json};
 
 use crate::crd::UpdateMethod;
-use crate::diff::{APPLIED_HASH_ANNOTATION, is_subset, stable_hash};
+use crate::diff::{APPLIED_HASH_ANNOTATION, is_subset_of, stable_hash};
 
 /// The controller owner reference the host puts on every child.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,11 +130,9 @@ pub fn decide(
         Some(_) => return ChildAction::Collision("it is controlled by another owner".into()),
         None => return ChildAction::Collision("it exists and has no controller owner".into()),
     }
-    let observed_json = match serde_json::to_value(obs) {
-        Ok(v) => v,
-        Err(_) => return ChildAction::Apply,
-    };
-    if is_subset(desired, &observed_json) {
+    // Compared in place: turning the whole observed child into a `Value`
+    // tree per reconcile was a measurable share of the host's CPU.
+    if is_subset_of(desired, obs) {
         return ChildAction::Unchanged;
     }
     match method {

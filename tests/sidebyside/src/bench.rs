@@ -311,14 +311,17 @@ impl Controller {
         let wrap = controller_wrapper();
         match v {
             Variant::Native => Proc::spawn_wrapped(&wrap, &["controller", "native", "--api", url]),
-            Variant::Wasm => Proc::spawn_wrapped(&wrap, &[
-                "controller",
-                "wasm",
-                "--api",
-                url,
-                "--cache",
-                &opts.cache.display().to_string(),
-            ]),
+            Variant::Wasm => Proc::spawn_wrapped(
+                &wrap,
+                &[
+                    "controller",
+                    "wasm",
+                    "--api",
+                    url,
+                    "--cache",
+                    &opts.cache.display().to_string(),
+                ],
+            ),
             Variant::Webhook => {
                 let hook = hook.context("webhook needs its hook")?;
                 Proc::spawn_wrapped(
@@ -368,6 +371,16 @@ fn dump_profile(c: &Controller, workload: &str) {
         ),
         Err(e) => eprintln!("[sidebyside] callgrind_control: {e}"),
     }
+}
+
+/// The WasmController's `maxConcurrentReconciles`: [`CONTROLLER_CONCURRENCY`]
+/// unless `SIDEBYSIDE_CONCURRENCY` says otherwise (a profile under valgrind
+/// runs with a small instance pool and so with as many concurrent reconciles).
+fn controller_concurrency() -> usize {
+    std::env::var("SIDEBYSIDE_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CONTROLLER_CONCURRENCY)
 }
 
 /// Start-of-workload readings.
@@ -649,7 +662,7 @@ async fn create_wasm_controller(client: &Client, wasm: &std::path::Path) -> Resu
                 {"apiVersion": "v1", "resource": "configmaps"}],
             "plugin": {"path": wasm.display().to_string(), "config": crate::logic::config()},
             "resyncPeriodSeconds": 3600,
-            "maxConcurrentReconciles": CONTROLLER_CONCURRENCY,
+            "maxConcurrentReconciles": controller_concurrency(),
         }
     }))?;
     Api::<DynamicObject>::all_with(

@@ -30,7 +30,13 @@ impl Proc {
     /// Like [`Proc::spawn`], run under `wrapper` (a command and its
     /// arguments, e.g. `valgrind --tool=callgrind`) when it is not empty.
     pub fn spawn_wrapped(wrapper: &[String], args: &[&str]) -> Result<Self> {
-        let exe = std::env::current_exe()?;
+        // `SIDEBYSIDE_CHILD_EXE`: run the children from another build of
+        // this binary (a profile of the host before and after a change,
+        // driven by the same bench).
+        let exe = match std::env::var_os("SIDEBYSIDE_CHILD_EXE") {
+            Some(exe) => std::path::PathBuf::from(exe),
+            None => std::env::current_exe()?,
+        };
         let mut cmd = match wrapper.split_first() {
             Some((program, rest)) => {
                 let mut cmd = Command::new(program);
