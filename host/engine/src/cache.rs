@@ -169,6 +169,14 @@ impl KindCache {
         self.decode(&entry).map(Arc::new)
     }
 
+    /// Only the fields of `T` of one object (e.g. one metadata field of every
+    /// parent, without decoding their specs and statuses). `None` when absent
+    /// or when the stored object does not have that shape.
+    pub fn get_as<T: serde::de::DeserializeOwned>(&self, key: &ObjectKey) -> Option<T> {
+        let entry = self.read().get(key).cloned()?;
+        entry.decode_as().ok()
+    }
+
     /// Objects whose controller owner has `uid`.
     pub fn owned_by(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
         let entries = self.read().owned_by(uid);
@@ -609,6 +617,29 @@ mod tests {
                 .resource_version
                 .as_deref(),
             Some("5")
+        );
+    }
+
+    #[test]
+    fn get_as_decodes_only_the_fields_asked_for() {
+        #[derive(serde::Deserialize, PartialEq, Debug)]
+        struct Meta {
+            name: String,
+            #[serde(rename = "resourceVersion")]
+            resource_version: String,
+        }
+        #[derive(serde::Deserialize, PartialEq, Debug)]
+        struct Partial {
+            metadata: Meta,
+        }
+        let c = KindCache::new(ar());
+        c.handle(Event::Apply(cm("a", "7", Some("u1"))), &mut None);
+        let got: Partial = c.get_as(&ObjectKey::new(Some("ns"), "a")).unwrap();
+        assert_eq!(got.metadata.name, "a");
+        assert_eq!(got.metadata.resource_version, "7");
+        assert!(
+            c.get_as::<Partial>(&ObjectKey::new(Some("ns"), "b"))
+                .is_none()
         );
     }
 
