@@ -52,6 +52,11 @@ impl Entry {
         serde_json::from_slice(&self.json)
     }
 
+    /// The controller owner's uid, if any.
+    pub(crate) fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+
     /// True when both hold the same JSON text (same resourceVersion and content).
     pub(crate) fn same_as(&self, other: &Entry) -> bool {
         Arc::ptr_eq(&self.json, &other.json) || self.json == other.json

@@ -343,7 +343,9 @@ fn subscribe(ctl: &Arc<Controller>) -> Vec<Subscription> {
     }));
     for cache in &ctl.child_caches {
         let weak = Arc::downgrade(ctl);
-        subs.push(cache.subscribe(move |ch| {
+        // Children map to their controller owner: an update that kept the
+        // owner needs no decoded old state.
+        subs.push(cache.subscribe_owners(move |ch| {
             let Some(c) = weak.upgrade() else { return };
             for o in [ch.old, ch.new].into_iter().flatten() {
                 if let Some(key) = owner_key(&c, o) {
