@@ -31,6 +31,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
+use crate::apply::controller_uid;
 use crate::queue::ObjectKey;
 use store::{Entry, Store};
 
@@ -58,6 +59,17 @@ pub struct Change<'a> {
 
 type Subscriber = Arc<dyn Fn(&Change<'_>) + Send + Sync>;
 
+/// What a subscriber needs of the previous state of an updated object.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OldState {
+    /// Always the previous state (decoded from the cache).
+    Always,
+    /// Only when the controller owner changed: subscribers that map objects
+    /// to their owner learn nothing new from an old state with the same
+    /// owner, and skipping it saves a decode per child event.
+    WhenOwnerChanges,
+}
+
 /// Objects of an in-progress relist: per key, the new entry, or `None` when it
 /// is identical to the cached one (an unchanged relist holds keys, not objects).
 type Relist = HashMap<Arc<ObjectKey>, Option<Entry>>;
@@ -74,7 +86,7 @@ pub fn key_of(obj: &DynamicObject) -> ObjectKey {
 pub struct KindCache {
     ar: ApiResource,
     store: RwLock<Store>,
-    subscribers: RwLock<Vec<(u64, Subscriber)>>,
+    subscribers: RwLock<Vec<(u64, Subscriber, OldState)>>,
     next_sub: Mutex<u64>,
     synced_tx: watch::Sender<bool>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -101,7 +113,7 @@ impl Drop for Subscription {
         if let Some(c) = self.cache.upgrade()
             && let Ok(mut subs) = c.subscribers.write()
         {
-            subs.retain(|(id, _)| *id != self.id);
+            subs.retain(|(id, _, _)| *id != self.id);
         }
     }
 }
@@ -169,6 +181,14 @@ impl KindCache {
         self.decode(&entry).map(Arc::new)
     }
 
+    /// Only the fields of `T` of one object (e.g. one metadata field of every
+    /// parent, without decoding their specs and statuses). `None` when absent
+    /// or when the stored object does not have that shape.
+    pub fn get_as<T: serde::de::DeserializeOwned>(&self, key: &ObjectKey) -> Option<T> {
+        let entry = self.read().get(key).cloned()?;
+        entry.decode_as().ok()
+    }
+
     /// Objects whose controller owner has `uid`.
     pub fn owned_by(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
         let entries = self.read().owned_by(uid);
@@ -213,6 +233,25 @@ impl KindCache {
         self: &Arc<Self>,
         f: impl Fn(&Change<'_>) + Send + Sync + 'static,
     ) -> Subscription {
+        self.subscribe_with(f, OldState::Always)
+    }
+
+    /// Like [`KindCache::subscribe`] for subscribers that only map objects to
+    /// their controller owner: on an update that kept the controller owner,
+    /// `old` is `None` (it would map to the same owner), so the previous
+    /// state need not be decoded. Deletions and owner changes still carry it.
+    pub fn subscribe_owners(
+        self: &Arc<Self>,
+        f: impl Fn(&Change<'_>) + Send + Sync + 'static,
+    ) -> Subscription {
+        self.subscribe_with(f, OldState::WhenOwnerChanges)
+    }
+
+    fn subscribe_with(
+        self: &Arc<Self>,
+        f: impl Fn(&Change<'_>) + Send + Sync + 'static,
+        old: OldState,
+    ) -> Subscription {
         let id = {
             let mut n = self.next_sub.lock().unwrap_or_else(|e| e.into_inner());
             *n += 1;
@@ -221,25 +260,29 @@ impl KindCache {
         self.subscribers
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .push((id, Arc::new(f)));
+            .push((id, Arc::new(f), old));
         Subscription {
             cache: Arc::downgrade(self),
             id,
         }
     }
 
-    fn subscribers(&self) -> Vec<Subscriber> {
+    fn subscribers(&self) -> Vec<(Subscriber, OldState)> {
         self.subscribers
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .map(|(_, s)| s.clone())
+            .map(|(_, s, old)| (s.clone(), *old))
             .collect()
     }
 
-    fn notify(subs: &[Subscriber], old: Option<&DynamicObject>, new: Option<&DynamicObject>) {
+    fn notify(
+        subs: &[(Subscriber, OldState)],
+        old: Option<&DynamicObject>,
+        new: Option<&DynamicObject>,
+    ) {
         let change = Change { old, new };
-        for s in subs {
+        for (s, _) in subs {
             s(&change);
         }
     }
@@ -265,9 +308,20 @@ impl KindCache {
                 let Some(entry) = self.encode(&o) else { return };
                 let old = self.write().insert(key_of(&o), entry);
                 let subs = self.subscribers();
-                if !subs.is_empty() {
-                    let old = old.and_then(|e| self.decode(&e));
-                    Self::notify(&subs, old.as_ref(), Some(&o));
+                if subs.is_empty() {
+                    return;
+                }
+                let same_owner = old
+                    .as_ref()
+                    .is_some_and(|e| e.owner() == controller_uid(&o));
+                let skip = |want: OldState| same_owner && want == OldState::WhenOwnerChanges;
+                let decoded = match subs.iter().all(|(_, want)| skip(*want)) {
+                    true => None,
+                    false => old.and_then(|e| self.decode(&e)),
+                };
+                for (s, want) in &subs {
+                    let old = if skip(*want) { None } else { decoded.as_ref() };
+                    s(&Change { old, new: Some(&o) });
                 }
             }
             Event::Delete(o) => {
@@ -395,7 +449,6 @@ impl CacheRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apply::controller_uid;
     use serde_json::json;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -610,6 +663,58 @@ mod tests {
                 .as_deref(),
             Some("5")
         );
+    }
+
+    #[test]
+    fn get_as_decodes_only_the_fields_asked_for() {
+        #[derive(serde::Deserialize, PartialEq, Debug)]
+        struct Meta {
+            name: String,
+            #[serde(rename = "resourceVersion")]
+            resource_version: String,
+        }
+        #[derive(serde::Deserialize, PartialEq, Debug)]
+        struct Partial {
+            metadata: Meta,
+        }
+        let c = KindCache::new(ar());
+        c.handle(Event::Apply(cm("a", "7", Some("u1"))), &mut None);
+        let got: Partial = c.get_as(&ObjectKey::new(Some("ns"), "a")).unwrap();
+        assert_eq!(got.metadata.name, "a");
+        assert_eq!(got.metadata.resource_version, "7");
+        assert!(
+            c.get_as::<Partial>(&ObjectKey::new(Some("ns"), "b"))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn owner_subscribers_get_the_old_state_only_when_the_owner_changed() {
+        let c = KindCache::new(ar());
+        let (_all, all) = recorder(&c);
+        let seen: Seen = Arc::default();
+        let s2 = seen.clone();
+        let rv = |o: Option<&DynamicObject>| o.and_then(|o| o.metadata.resource_version.clone());
+        let _owners =
+            c.subscribe_owners(move |ch| s2.lock().unwrap().push((rv(ch.old), rv(ch.new))));
+        let mut relist = None;
+        c.handle(Event::Apply(cm("a", "1", Some("u1"))), &mut relist);
+        c.handle(Event::Apply(cm("a", "2", Some("u1"))), &mut relist);
+        c.handle(Event::Apply(cm("a", "3", Some("u2"))), &mut relist);
+        c.handle(Event::Apply(cm("a", "4", None)), &mut relist);
+        c.handle(Event::Delete(cm("a", "5", None)), &mut relist);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                (None, some("1")),
+                (None, some("2")),
+                (some("2"), some("3")),
+                (some("3"), some("4")),
+                (some("4"), None)
+            ]
+        );
+        // Plain subscribers still see every previous state.
+        assert_eq!(all.lock().unwrap()[1], (some("1"), some("2")));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //!   [`APPLIED_HASH_ANNOTATION`] (catches fields the plugin *stopped* setting,
 //!   which a subset check cannot see, and which server-side apply then removes).
 
+use kube::api::DynamicObject;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -22,18 +23,33 @@ pub fn stable_hash(v: &Value) -> String {
     hex::encode(&digest[..16])
 }
 
+/// `io::Write` into the hasher: JSON text of keys and scalars goes straight
+/// into SHA-256 without a `String` per key (the bytes are those
+/// `serde_json::to_string` would give, so hashes of existing children stay
+/// the same).
+struct HashWriter<'a>(&'a mut Sha256);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn feed(h: &mut Sha256, v: &Value) {
     match v {
         Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
             h.update(b"{");
-            for k in keys {
-                h.update(serde_json::to_string(k).unwrap_or_default().as_bytes());
+            for (k, x) in entries {
+                // Writing a string or scalar into a hasher cannot fail.
+                let _ = serde_json::to_writer(HashWriter(h), k);
                 h.update(b":");
-                if let Some(x) = m.get(k) {
-                    feed(h, x);
-                }
+                feed(h, x);
                 h.update(b",");
             }
             h.update(b"}");
@@ -46,7 +62,9 @@ fn feed(h: &mut Sha256, v: &Value) {
             }
             h.update(b"]");
         }
-        other => h.update(other.to_string().as_bytes()),
+        other => {
+            let _ = serde_json::to_writer(HashWriter(h), other);
+        }
     }
 }
 
@@ -70,6 +88,33 @@ pub fn is_subset(desired: &Value, observed: &Value) -> bool {
     }
 }
 
+/// [`is_subset`] of `desired` against `observed` as JSON, without turning the
+/// whole observed object into a `Value` tree first: top-level fields are
+/// compared in place (`apiVersion`/`kind` against the type, everything but
+/// `metadata` against the object's data); only the metadata is converted.
+/// Same answer as `is_subset(desired, &serde_json::to_value(observed)?)`.
+pub fn is_subset_of(desired: &Value, observed: &DynamicObject) -> bool {
+    let Value::Object(d) = desired else {
+        return serde_json::to_value(observed).is_ok_and(|o| is_subset(desired, &o));
+    };
+    let types = observed.types.as_ref();
+    d.iter().all(|(k, dv)| {
+        let scalar = |s: Option<&String>| match s {
+            Some(s) => dv.as_str() == Some(s.as_str()),
+            None => dv.is_null(),
+        };
+        match k.as_str() {
+            "apiVersion" => scalar(types.map(|t| &t.api_version)),
+            "kind" => scalar(types.map(|t| &t.kind)),
+            "metadata" => serde_json::to_value(&observed.metadata).is_ok_and(|m| is_subset(dv, &m)),
+            _ => match observed.data.get(k) {
+                Some(ov) => is_subset(dv, ov),
+                None => dv.is_null(),
+            },
+        }
+    })
+}
+
 /// The applied-hash annotation of an object, if present.
 pub fn applied_hash(obj: &Value) -> Option<&str> {
     obj.pointer("/metadata/annotations")?
@@ -81,6 +126,98 @@ pub fn applied_hash(obj: &Value) -> Option<&str> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn subset_of_an_object_agrees_with_the_subset_of_its_json() {
+        let observed: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "ns", "labels": {"app": "web"},
+                         "annotations": {APPLIED_HASH_ANNOTATION: "h1"}, "uid": "u"},
+            "spec": {"replicas": 2, "template": {"spec": {"containers": [
+                {"name": "c", "image": "i", "terminationMessagePath": "/dev/x"}]}}},
+            "status": {"availableReplicas": 2}
+        }))
+        .unwrap();
+        let cases = [
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "web", "annotations": {APPLIED_HASH_ANNOTATION: "h1"}},
+                   "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": 3}}),
+            json!({"apiVersion": "apps/v2"}),
+            json!({"kind": "StatefulSet"}),
+            json!({"kind": 1}),
+            json!({"metadata": {"annotations": {APPLIED_HASH_ANNOTATION: "h2"}}}),
+            json!({"metadata": {"labels": {"app": "web", "tier": null}}}),
+            json!({"data": null}),
+            json!({"data": {"k": "v"}}),
+            json!({"status": {"availableReplicas": 2.0}}),
+            json!([1]),
+            json!({}),
+        ];
+        let whole = serde_json::to_value(&observed).unwrap();
+        for d in &cases {
+            assert_eq!(is_subset_of(d, &observed), is_subset(d, &whole), "{d}");
+        }
+        let untyped = DynamicObject {
+            types: None,
+            ..observed.clone()
+        };
+        let whole = serde_json::to_value(&untyped).unwrap();
+        for d in &cases {
+            assert_eq!(
+                is_subset_of(d, &untyped),
+                is_subset(d, &whole),
+                "untyped {d}"
+            );
+        }
+    }
+
+    /// The hash as first written (a `String` per key and scalar): the
+    /// reference the allocation-free version must match byte for byte.
+    fn reference_hash(v: &Value) -> String {
+        fn feed(h: &mut Sha256, v: &Value) {
+            match v {
+                Value::Object(m) => {
+                    let mut keys: Vec<&String> = m.keys().collect();
+                    keys.sort();
+                    h.update(b"{");
+                    for k in keys {
+                        h.update(serde_json::to_string(k).unwrap().as_bytes());
+                        h.update(b":");
+                        feed(h, &m[k]);
+                        h.update(b",");
+                    }
+                    h.update(b"}");
+                }
+                Value::Array(a) => {
+                    h.update(b"[");
+                    for x in a {
+                        feed(h, x);
+                        h.update(b",");
+                    }
+                    h.update(b"]");
+                }
+                other => h.update(other.to_string().as_bytes()),
+            }
+        }
+        let mut h = Sha256::new();
+        feed(&mut h, v);
+        hex::encode(&h.finalize()[..16])
+    }
+
+    #[test]
+    fn hash_bytes_are_those_of_the_first_version() {
+        // The hash is stored on every applied child: a change in how it is
+        // computed would re-apply every child after an upgrade.
+        for v in [
+            json!({"b": [1, "x\"y\n", null, true, 1.5, -3], "a": {"z": {}, "é": "ü\u{1}"}}),
+            json!("plain"),
+            json!(null),
+            json!([{"k": 1e300}, {}]),
+        ] {
+            assert_eq!(stable_hash(&v), reference_hash(&v), "{v}");
+        }
+    }
 
     #[test]
     fn hash_ignores_key_order_but_not_values() {

@@ -81,7 +81,9 @@ pub(crate) async fn reconcile(ctl: &Arc<Controller>, key: &ObjectKey) -> Reconci
     // One aggregated child-change event per reconcile (see crate::events).
     let uid = cached.metadata.uid.clone().unwrap_or_default();
     ctl.events.begin_batch(&uid);
-    let report = passes(ctl, key, (*cached).clone()).instrument(span).await;
+    // The cache decoded a fresh copy for this call: take it, do not clone it.
+    let parent = Arc::unwrap_or_clone(cached);
+    let report = passes(ctl, key, parent).instrument(span).await;
     ctl.events.end_batch(&uid);
     report
 }

@@ -308,19 +308,26 @@ struct Controller {
 
 impl Controller {
     fn start(v: Variant, url: &str, hook: Option<&Proc>, opts: &Opts) -> Result<Proc> {
+        let wrap = controller_wrapper();
         match v {
-            Variant::Native => Proc::spawn(&["controller", "native", "--api", url]),
-            Variant::Wasm => Proc::spawn(&[
-                "controller",
-                "wasm",
-                "--api",
-                url,
-                "--cache",
-                &opts.cache.display().to_string(),
-            ]),
+            Variant::Native => Proc::spawn_wrapped(&wrap, &["controller", "native", "--api", url]),
+            Variant::Wasm => Proc::spawn_wrapped(
+                &wrap,
+                &[
+                    "controller",
+                    "wasm",
+                    "--api",
+                    url,
+                    "--cache",
+                    &opts.cache.display().to_string(),
+                ],
+            ),
             Variant::Webhook => {
                 let hook = hook.context("webhook needs its hook")?;
-                Proc::spawn(&["controller", "webhook", "--api", url, "--hook", &hook.hello])
+                Proc::spawn_wrapped(
+                    &wrap,
+                    &["controller", "webhook", "--api", url, "--hook", &hook.hello],
+                )
             }
         }
     }
@@ -333,6 +340,47 @@ impl Controller {
         let s: ChildStats = serde_json::from_str(&self.ctl.ask("count")?)?;
         Ok(s.reconciles)
     }
+}
+
+/// `SIDEBYSIDE_CONTROLLER_WRAP`: a command the controller processes run under,
+/// split at spaces — e.g. `valgrind --tool=callgrind
+/// --callgrind-out-file=/tmp/cg/%p.out` for an instruction profile of the
+/// host (docs/benchmarks.md, "Host cost per reconcile").
+fn controller_wrapper() -> Vec<String> {
+    std::env::var("SIDEBYSIDE_CONTROLLER_WRAP")
+        .map(|w| w.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Under callgrind, dumps the controller's counts so far as one part named
+/// after the workload (`callgrind_control -d`), so each workload's profile is
+/// its own. A failed dump is reported, not fatal: the figures still hold.
+fn dump_profile(c: &Controller, workload: &str) {
+    if !controller_wrapper().iter().any(|w| w.contains("callgrind")) {
+        return;
+    }
+    let pid = c.ctl.pid().to_string();
+    match std::process::Command::new("callgrind_control")
+        .args(["-d", workload, &pid])
+        .output()
+    {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => eprintln!(
+            "[sidebyside] callgrind_control -d {workload} {pid}: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => eprintln!("[sidebyside] callgrind_control: {e}"),
+    }
+}
+
+/// The WasmController's `maxConcurrentReconciles`: [`CONTROLLER_CONCURRENCY`]
+/// unless `SIDEBYSIDE_CONCURRENCY` says otherwise (a profile under valgrind
+/// runs with a small instance pool and so with as many concurrent reconciles).
+fn controller_concurrency() -> usize {
+    std::env::var("SIDEBYSIDE_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CONTROLLER_CONCURRENCY)
 }
 
 /// Start-of-workload readings.
@@ -387,6 +435,7 @@ impl Meter {
         let settle_secs = (t.elapsed().as_secs_f64() - QUIET.as_secs_f64()).max(0.0);
         let at_quiet = count(&cluster.log().await?, CONTROLLER_AGENT);
         let stats = c.stats()?;
+        dump_profile(c, name);
         let latency_ms = stats
             .samples_ms
             .iter()
@@ -613,7 +662,7 @@ async fn create_wasm_controller(client: &Client, wasm: &std::path::Path) -> Resu
                 {"apiVersion": "v1", "resource": "configmaps"}],
             "plugin": {"path": wasm.display().to_string(), "config": crate::logic::config()},
             "resyncPeriodSeconds": 3600,
-            "maxConcurrentReconciles": CONTROLLER_CONCURRENCY,
+            "maxConcurrentReconciles": controller_concurrency(),
         }
     }))?;
     Api::<DynamicObject>::all_with(

@@ -217,9 +217,18 @@ pub async fn run(
     )?;
     let loader: Arc<dyn PluginLoader> = match variant {
         "wasm" => {
+            // `SIDEBYSIDE_MAX_INSTANCES` shrinks the instance pool: under
+            // valgrind the default pool's 1 TiB address-space reservation
+            // does not fit (docs/benchmarks.md, "Host cost per reconcile").
+            let defaults = wr_runtime::RuntimeConfig::default();
+            let max_instances = std::env::var("SIDEBYSIDE_MAX_INSTANCES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(defaults.max_instances);
             let runtime = PluginRuntime::new(wr_runtime::RuntimeConfig {
                 cache_dir: cache,
-                ..Default::default()
+                max_instances,
+                ..defaults
             })
             .map_err(|e| anyhow::anyhow!("runtime: {e}"))?;
             Arc::new(TimedWasmLoader {

@@ -24,7 +24,28 @@ pub struct Proc {
 impl Proc {
     /// Starts `current_exe args...` and waits for its first line.
     pub fn spawn(args: &[&str]) -> Result<Self> {
-        let mut child = Command::new(std::env::current_exe()?)
+        Self::spawn_wrapped(&[], args)
+    }
+
+    /// Like [`Proc::spawn`], run under `wrapper` (a command and its
+    /// arguments, e.g. `valgrind --tool=callgrind`) when it is not empty.
+    pub fn spawn_wrapped(wrapper: &[String], args: &[&str]) -> Result<Self> {
+        // `SIDEBYSIDE_CHILD_EXE`: run the children from another build of
+        // this binary (a profile of the host before and after a change,
+        // driven by the same bench).
+        let exe = match std::env::var_os("SIDEBYSIDE_CHILD_EXE") {
+            Some(exe) => std::path::PathBuf::from(exe),
+            None => std::env::current_exe()?,
+        };
+        let mut cmd = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(rest).arg(&exe);
+                cmd
+            }
+            None => Command::new(&exe),
+        };
+        let mut child = cmd
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -45,6 +45,18 @@ impl Entry {
         serde_json::from_slice(&self.json)
     }
 
+    /// Only the fields of `T` decoded from the stored JSON (serde skips the
+    /// rest without building it): for readers that need one field of many
+    /// objects.
+    pub(crate) fn decode_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_slice(&self.json)
+    }
+
+    /// The controller owner's uid, if any.
+    pub(crate) fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+
     /// True when both hold the same JSON text (same resourceVersion and content).
     pub(crate) fn same_as(&self, other: &Entry) -> bool {
         Arc::ptr_eq(&self.json, &other.json) || self.json == other.json

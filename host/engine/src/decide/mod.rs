@@ -216,12 +216,32 @@ pub fn observe(target: &Target, parent: DynamicObject, src: &dyn Source) -> Obse
 }
 
 /// An object as the plugin receives it (no `managedFields`).
+///
+/// Built from the object's parts — the same keys in the same order as
+/// `serde_json::to_value(o)` — because only the metadata needs converting:
+/// the rest is already a `Value` and is cloned, not re-serialised.
 pub fn to_json(o: &DynamicObject) -> Value {
-    let mut v = serde_json::to_value(o).unwrap_or(Value::Null);
-    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+    let mut out = serde_json::Map::new();
+    if let Some(t) = &o.types {
+        out.insert("apiVersion".into(), Value::String(t.api_version.clone()));
+        out.insert("kind".into(), Value::String(t.kind.clone()));
+    }
+    let mut meta = serde_json::to_value(&o.metadata).unwrap_or(Value::Null);
+    if let Some(m) = meta.as_object_mut() {
         m.remove("managedFields");
     }
-    v
+    out.insert("metadata".into(), meta);
+    match &o.data {
+        Value::Object(data) => {
+            for (k, v) in data {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        Value::Null => {}
+        // Not an object: what serialising the whole object would give.
+        _ => return serde_json::to_value(o).unwrap_or(Value::Null),
+    }
+    Value::Object(out)
 }
 
 /// The request the plugin gets for `observed` at `now`.
@@ -488,8 +508,7 @@ pub fn decide(
             }));
         }
     };
-    let parent = &observed.parent;
-    let mut children = child_steps(target, parent, src, &desired);
+    let mut children = child_steps(target, observed, src, &desired);
     let rollout = rolling::gate(target, &mut children, src, now);
     Decision::Answered(Answer {
         children,
@@ -502,7 +521,7 @@ pub fn decide(
             .collect(),
         plugin_status: resp.status.clone(),
         events: resp.events.iter().map(planned_event).collect(),
-        deleting: parent.metadata.deletion_timestamp.is_some(),
+        deleting: observed.parent.metadata.deletion_timestamp.is_some(),
         finalized: resp.finalized,
         requeue_after: resp
             .requeue_after_seconds
@@ -514,10 +533,11 @@ pub fn decide(
 /// to do with it, judged against whatever object holds its name now.
 fn child_steps(
     target: &Target,
-    parent: &DynamicObject,
+    observed: &Observed,
     src: &dyn Source,
     desired: &[DesiredChild],
 ) -> Vec<ChildStep> {
+    let parent = &observed.parent;
     let uid = parent.metadata.uid.clone().unwrap_or_default();
     let adopt = crate::adopt::AdoptPolicy::of(target.adoption, parent);
     let owner = OwnerRef {
@@ -534,7 +554,18 @@ fn child_steps(
                 namespace: d.namespace.clone(),
                 name: d.name.clone(),
             };
-            let existing = src.child(d.kind_index, &key);
+            // A child this parent owns was decoded for the request already;
+            // only other names are looked up (decoded) again.
+            let existing = observed
+                .children
+                .iter()
+                .find(|(i, c)| {
+                    *i == d.kind_index
+                        && c.metadata.name.as_deref() == Some(d.name.as_str())
+                        && c.metadata.namespace == d.namespace
+                })
+                .map(|(_, c)| Arc::clone(c))
+                .or_else(|| src.child(d.kind_index, &key));
             let existing = existing.as_deref();
             let object = apply::desired_object(&d.object, &owner);
             ChildStep {

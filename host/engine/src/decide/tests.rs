@@ -580,3 +580,32 @@ fn rule11_the_plugins_events_are_recorded_on_the_parent() {
         vec![(EventKind::Normal, "Built"), (EventKind::Warning, "Slow")]
     );
 }
+
+/// `to_json` builds the plugin's view from the object's parts: it must be
+/// exactly what serialising the whole object gives (same keys, same order),
+/// minus `managedFields`.
+#[test]
+fn to_json_is_the_serialised_object_without_managed_fields() {
+    let untyped = DynamicObject {
+        types: None,
+        ..parent(false, true)
+    };
+    let no_data = DynamicObject {
+        data: Value::Null,
+        ..parent(true, false)
+    };
+    for o in [parent(false, true), parent(true, false), untyped, no_data] {
+        let mut whole = serde_json::to_value(&o).unwrap();
+        whole["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("managedFields");
+        let got = to_json(&o);
+        assert_eq!(got, whole);
+        assert_eq!(
+            serde_json::to_string(&got).unwrap(),
+            serde_json::to_string(&whole).unwrap(),
+            "same key order"
+        );
+    }
+}
