@@ -319,3 +319,54 @@ async fn a_looping_plugin_does_not_starve_other_tasks() {
         "the other task ran only {during} times during a 1 s looping call"
     );
 }
+
+/// More calls than instance slots wait for one instead of failing: with one
+/// slot, a plugin that loops until its timeout holds it while three other
+/// calls queue behind it, and all three then succeed. (Without the runtime's
+/// slot semaphore the pooling allocator refused them as faults.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_beyond_the_instance_pool_wait_for_a_slot() {
+    let rt = PluginRuntime::new(RuntimeConfig {
+        cache_dir: None,
+        max_instances: 1,
+        max_memory_bytes: 128 << 20,
+    })
+    .unwrap();
+    let plugin = rt.load(&plugin_bytes("adversarial")).unwrap();
+    let looping = {
+        let plugin = plugin.clone();
+        tokio::spawn(async move {
+            let limits = CallLimits {
+                timeout: Duration::from_millis(300),
+                ..limits()
+            };
+            plugin
+                .reconcile(&request(json!({"mode": "loop"})), &limits)
+                .await
+        })
+    };
+    // Give the looping call the slot first (ordering only, nothing is timed).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let waiting: Vec<_> = (0..3)
+        .map(|i| {
+            let plugin = plugin.clone();
+            tokio::spawn(async move {
+                plugin
+                    .reconcile(
+                        &request(json!({"mode": "ok", "name": format!("c{i}")})),
+                        &limits(),
+                    )
+                    .await
+            })
+        })
+        .collect();
+    let (kind, _) = fault_kind(looping.await.unwrap());
+    assert_eq!(kind, FaultKind::Timeout);
+    for w in waiting {
+        let answer = w.await.unwrap();
+        assert!(
+            answer.is_ok(),
+            "a call waiting for a slot failed: {answer:?}"
+        );
+    }
+}

@@ -394,7 +394,7 @@ async fn sync_controller(
     let plugin: Option<Arc<dyn ReconcilePlugin>> = if needs_plugin {
         match load_state(inner, &name, Role::Active, &digest) {
             // Same broken bytes as last time: nothing to retry until the source changes.
-            Lookup::Failed => {
+            Lookup::Failed(_) => {
                 return Outcome::Success {
                     next: Some(inner.opts.plugin_poll),
                 };

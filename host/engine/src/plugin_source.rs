@@ -6,7 +6,9 @@
 //! The ConfigMap objects come from the controller's [`crate::plugin_watch`]
 //! (no API call per check); [`fetch`] reads them with GETs for one-shot callers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
@@ -132,7 +134,12 @@ pub fn digest(bytes: &[u8]) -> String {
 
 /// Checks `bytes` against the optional pin (with or without `sha256:` prefix).
 pub fn check_pin(bytes: &[u8], pin: Option<&str>) -> Result<String, SourceError> {
-    let actual = digest(bytes);
+    check_digest(&digest(bytes), pin)
+}
+
+/// Checks a `sha256:<hex>` digest against the optional pin.
+fn check_digest(actual: &str, pin: Option<&str>) -> Result<String, SourceError> {
+    let actual = actual.to_string();
     if let Some(p) = pin {
         let want = p.strip_prefix("sha256:").unwrap_or(p);
         if actual.strip_prefix("sha256:") != Some(want) {
@@ -200,22 +207,56 @@ pub fn chunk_bytes(cm: &ConfigMap) -> Option<Vec<u8>> {
         .map(|b| b.0.clone())
 }
 
+/// A path source's decoded bytes and digest, by path, with the file's length
+/// and modification time when it was read.
+type PathCache = HashMap<String, (u64, SystemTime, Arc<(Vec<u8>, String)>)>;
+
+/// The manager reads a path source on every WasmController pass; decoding
+/// and hashing the whole component each time was 14.5 % of the host's
+/// instructions in the update profile (docs/benchmarks.md, "Host cost per
+/// reconcile"). A file whose length and modification time (nanoseconds on
+/// Linux) are unchanged is taken from here; the pin is still checked.
+static PATH_CACHE: LazyLock<Mutex<PathCache>> = LazyLock::new(Mutex::default);
+
 /// Reads a local component file and verifies the pin.
 pub async fn fetch_path(path: &str, pin: Option<&str>) -> Result<Fetched, SourceError> {
-    let bytes = tokio::fs::read(path)
-        .await
-        .map_err(|source| SourceError::File {
-            path: path.to_string(),
-            source,
-        })?;
-    let bytes = chunked::decode(bytes, chunked::MAX_COMPONENT_BYTES).map_err(|source| {
-        SourceError::Format {
-            namespace: String::new(),
-            name: path.to_string(),
-            source: Box::new(source),
+    let file_err = |source| SourceError::File {
+        path: path.to_string(),
+        source,
+    };
+    let meta = tokio::fs::metadata(path).await.map_err(file_err)?;
+    let stamp = meta.modified().ok().map(|m| (meta.len(), m));
+    let cached = stamp.and_then(|(len, modified)| {
+        let cache = PATH_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .get(path)
+            .filter(|(l, m, _)| *l == len && *m == modified)
+            .map(|(_, _, entry)| Arc::clone(entry))
+    });
+    let entry = match cached {
+        Some(entry) => entry,
+        None => {
+            let bytes = tokio::fs::read(path).await.map_err(file_err)?;
+            let bytes = chunked::decode(bytes, chunked::MAX_COMPONENT_BYTES).map_err(|source| {
+                SourceError::Format {
+                    namespace: String::new(),
+                    name: path.to_string(),
+                    source: Box::new(source),
+                }
+            })?;
+            let digest = digest(&bytes);
+            let entry = Arc::new((bytes, digest));
+            if let Some((len, modified)) = stamp {
+                PATH_CACHE
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(path.to_string(), (len, modified, Arc::clone(&entry)));
+            }
+            entry
         }
-    })?;
-    let digest = check_pin(&bytes, pin)?;
+    };
+    let digest = check_digest(&entry.1, pin)?;
+    let bytes = entry.0.clone();
     // A signature beside the file (absent: unsigned).
     let signature = tokio::fs::read_to_string(format!("{path}.{}", crate::signing::SIGNATURE_KEY))
         .await
@@ -354,6 +395,33 @@ mod tests {
         std::fs::write(&sig, "{}").unwrap();
         let f = fetch(&client, &src).await.unwrap();
         assert_eq!(f.signature.as_deref(), Some("{}"));
+    }
+
+    #[tokio::test]
+    async fn a_path_is_decoded_once_until_the_file_changes_and_the_pin_always_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("p.wasm");
+        let path = p.display().to_string();
+        std::fs::write(&p, b"first").unwrap();
+        let f = fetch_path(&path, None).await.unwrap();
+        assert_eq!(f.digest, digest(b"first"));
+        // Cached now: a pin that does not match is still refused.
+        let err = fetch_path(&path, Some(&digest(b"other")))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, SourceError::PinMismatch { .. }), "{err}");
+        assert_eq!(
+            fetch_path(&path, Some(&digest(b"first")))
+                .await
+                .unwrap()
+                .bytes,
+            b"first"
+        );
+        // A new file (another length, a later mtime) is read again.
+        std::fs::write(&p, b"second version").unwrap();
+        let f = fetch_path(&path, None).await.unwrap();
+        assert_eq!(f.bytes, b"second version");
+        assert_eq!(f.digest, digest(b"second version"));
     }
 
     #[test]

@@ -46,7 +46,8 @@ struct Finished<P> {
 struct Load<P> {
     loading: Option<String>,
     loaded: Option<Finished<P>>,
-    failed: Option<String>,
+    /// Digest and load error of the version that failed.
+    failed: Option<(String, String)>,
 }
 
 impl<P> Default for Load<P> {
@@ -61,8 +62,11 @@ impl<P> Default for Load<P> {
 
 /// What the loading path holds for one role and digest ([`Versions::lookup`]).
 pub enum Lookup<P> {
-    /// This version failed to load before: nothing to retry until the source changes.
-    Failed,
+    /// This version failed to load before (with the error): nothing to
+    /// retry until the source changes. Callers that keep their report in
+    /// the cluster say it again when it is missing (a first report can land
+    /// on a status that is never written).
+    Failed(String),
     /// This version just failed to load (report it once).
     Refused(String),
     /// Loaded and waiting to serve (with how long the load took).
@@ -107,8 +111,8 @@ impl<P: Clone> Versions<P> {
     /// Looks up (and, for [`Lookup::Start`], claims) the load of `digest`.
     pub fn lookup(&mut self, role: Role, digest: &str) -> Lookup<P> {
         let l = &mut self.loads[slot(role)];
-        if l.failed.as_deref() == Some(digest) {
-            return Lookup::Failed;
+        if let Some((_, msg)) = l.failed.as_ref().filter(|(d, _)| d == digest) {
+            return Lookup::Failed(msg.clone());
         }
         if let Some(f) = l.loaded.take_if(|f| f.digest == digest) {
             return match f.result {
@@ -118,7 +122,7 @@ impl<P: Clone> Versions<P> {
                     ready
                 }
                 Err(msg) => {
-                    l.failed = Some(f.digest);
+                    l.failed = Some((f.digest, msg.clone()));
                     Lookup::Refused(msg)
                 }
             };
@@ -298,7 +302,7 @@ mod tests {
         let _ = v.lookup(Role::Active, "bad");
         v.load_finished(Role::Active, "bad", Err("no".into()), None);
         assert!(matches!(v.lookup(Role::Active, "bad"), Lookup::Refused(m) if m == "no"));
-        assert!(matches!(v.lookup(Role::Active, "bad"), Lookup::Failed));
+        assert!(matches!(v.lookup(Role::Active, "bad"), Lookup::Failed(m) if m == "no"));
         assert!(matches!(v.lookup(Role::Active, "good"), Lookup::Start));
     }
 

@@ -128,12 +128,22 @@ pub(crate) struct Lanes {
     /// is not stable).
     metered_init: Mutex<()>,
     pub(crate) counters: Counters,
+    /// One permit per live instance: every call waits here, first come first
+    /// served, instead of failing when the pooling allocator is full. Without
+    /// it, controllers whose `maxConcurrentReconciles` add up to more than
+    /// `max_instances` would see calls refused as faults while another
+    /// controller is busy (and a rollback judge would count them). One
+    /// semaphore across both lanes: each lane's pool is that large, so
+    /// neither can be exhausted.
+    pub(crate) slots: tokio::sync::Semaphore,
 }
 
 impl Lanes {
     pub(crate) fn new(config: RuntimeConfig) -> Result<Lanes, RuntimeError> {
         let plain = Lane::new(&config, Metering::Off)?;
+        let slots = tokio::sync::Semaphore::new(config.max_instances.max(1) as usize);
         Ok(Lanes {
+            slots,
             config,
             plain,
             metered: OnceLock::new(),

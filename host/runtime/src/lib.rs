@@ -223,7 +223,7 @@ impl PluginRuntime {
             return Ok(plugin);
         }
         let pre = lanes.plain().prepare(&sha, bytes, &lanes.counters)?;
-        let info = read_info(&pre, self.inner.max_memory_bytes)?;
+        let info = read_info(&pre, self.inner.max_memory_bytes, &self.inner.lanes.slots)?;
         tracing::info!(
             %digest,
             contract = info.contract.as_str(),
@@ -334,6 +334,7 @@ impl Plugin {
             return Ok(None);
         }
         let pre = self.pre_for(limits).await?;
+        let _slot = self.slot().await?;
         call::customize(pre, self.inner.max_memory_bytes, req, limits)
             .await
             .map(Some)
@@ -362,11 +363,25 @@ impl Plugin {
             Ok(pre) => pre,
             Err(err) => return (Err(err), CallTimings::default()),
         };
+        let _slot = match self.slot().await {
+            Ok(slot) => slot,
+            Err(err) => return (Err(err), CallTimings::default()),
+        };
         let (result, timings) = call::run(pre, self.inner.max_memory_bytes, req, limits).await;
         if let Err(err) = &result {
             tracing::debug!(digest = %self.inner.digest, error = %err, "plugin call failed");
         }
         (result, timings)
+    }
+
+    /// Waits for an instance slot (see `Lanes::slots`); held for the call.
+    async fn slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, CallError> {
+        self.inner.lanes.slots.acquire().await.map_err(|_| {
+            CallError::fault(
+                FaultKind::Internal,
+                "the runtime's instance slots are closed",
+            )
+        })
     }
 
     /// The pre-linked component for the lane `limits` need.
@@ -430,7 +445,11 @@ impl std::fmt::Debug for Plugin {
 /// blocking on the tokio runtime is not allowed, so the call runs on a short
 /// thread of its own with a one-thread runtime (the epoch callback yields to
 /// tokio). It costs one instantiation, once per load of new bytes.
-fn read_info(pre: &WorldPre, max_memory_bytes: usize) -> Result<PluginInfo, LoadError> {
+fn read_info(
+    pre: &WorldPre,
+    max_memory_bytes: usize,
+    slots: &tokio::sync::Semaphore,
+) -> Result<PluginInfo, LoadError> {
     if pre.contract() == ContractVersion::V0_1 {
         return Ok(PluginInfo {
             contract: ContractVersion::V0_1,
@@ -444,9 +463,15 @@ fn read_info(pre: &WorldPre, max_memory_bytes: usize) -> Result<PluginInfo, Load
                 .enable_all()
                 .build()
                 .map_err(|e| LoadError::Info(format!("cannot start a runtime for it: {e}")))?;
-            runtime
-                .block_on(call::info(pre, max_memory_bytes, &CallLimits::default()))
-                .map_err(|e| LoadError::Info(e.to_string()))
+            runtime.block_on(async {
+                let _slot = slots
+                    .acquire()
+                    .await
+                    .map_err(|_| LoadError::Info("the instance slots are closed".into()))?;
+                call::info(pre, max_memory_bytes, &CallLimits::default())
+                    .await
+                    .map_err(|e| LoadError::Info(e.to_string()))
+            })
         });
         call.join()
             .unwrap_or_else(|_| Err(LoadError::Info("the call panicked".into())))

@@ -300,8 +300,9 @@ async fn candidate_plugin(
             Err(true)
         }
         Lookup::Busy => Err(true),
-        Lookup::Failed => Err(false),
-        Lookup::Refused(msg) => {
+        // Said again (once per status, see `warn_cond`): the first report
+        // may have gone to the scratch status of a controller's start.
+        Lookup::Failed(msg) | Lookup::Refused(msg) => {
             let message = format!("candidate {digest}: {msg}");
             warn_cond(
                 inner,
