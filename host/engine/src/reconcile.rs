@@ -577,7 +577,19 @@ async fn delete_child(
             Ok(true)
         }
         Err(e) => match classify(&e) {
-            ApiErrorClass::NotFound | ApiErrorClass::Conflict => Ok(false),
+            ApiErrorClass::NotFound => Ok(false),
+            // A failed uid precondition usually means the child was replaced
+            // by someone else's object — but a 409 can also come back for a
+            // delete that was never applied (found by the chaos suite: the
+            // child then stayed until the next resync). Retry with a fresh
+            // read: a replaced child is no longer ours and is left alone.
+            ApiErrorClass::Conflict => Err(ChildProblem {
+                problem: Problem {
+                    reason: "DeleteConflict",
+                    message: format!("deleting {label}: {e}"),
+                },
+                retry: Some(api_fail(&e)),
+            }),
             _ => Err(ChildProblem {
                 problem: Problem {
                     reason: "DeleteFailed",
