@@ -23,3 +23,4 @@ pub mod run;
 pub mod simulate;
 #[cfg(feature = "dev")]
 pub mod test;
+pub mod user_client;

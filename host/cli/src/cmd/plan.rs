@@ -101,7 +101,12 @@ async fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let bytes = std::fs::read(&args.plugin)
         .with_context(|| format!("cannot read plugin {}", args.plugin.display()))?;
 
-    let client = client(&args).await?;
+    let client = super::user_client::connect(
+        args.kubeconfig.as_deref(),
+        args.context.as_deref(),
+        USER_AGENT,
+    )
+    .await?;
     let wcs: Api<WasmController> = Api::all(client.clone());
     let wc = wcs
         .get(&args.controller)
@@ -167,26 +172,6 @@ fn exit_code(plan: &Plan) -> u8 {
     } else {
         EXIT_TRANSIENT
     }
-}
-
-async fn client(args: &PlanArgs) -> anyhow::Result<kube::Client> {
-    let options = kube::config::KubeConfigOptions {
-        context: args.context.clone(),
-        ..Default::default()
-    };
-    let mut config = match &args.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &options).await?
-        }
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
-        None => kube::Config::infer().await?,
-    };
-    config
-        .headers
-        .push(("user-agent".parse()?, USER_AGENT.parse()?));
-    kube::Client::try_from(config).context("building the API client")
 }
 
 fn runtime(args: &PlanArgs, target: &Target) -> anyhow::Result<PluginRuntime> {

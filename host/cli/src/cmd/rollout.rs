@@ -85,7 +85,12 @@ pub fn run(args: RolloutArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
-    let client = client(&args).await?;
+    let client = super::user_client::connect(
+        args.kubeconfig.as_deref(),
+        args.context.as_deref(),
+        USER_AGENT,
+    )
+    .await?;
     let api: Api<WasmController> = Api::all(client);
     let wc = api
         .get(&args.controller)
@@ -231,26 +236,6 @@ pub fn render(wc: &WasmController) -> String {
         }
     }
     out
-}
-
-async fn client(args: &RolloutArgs) -> anyhow::Result<kube::Client> {
-    let options = kube::config::KubeConfigOptions {
-        context: args.context.clone(),
-        ..Default::default()
-    };
-    let mut config = match &args.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &options).await?
-        }
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
-        None => kube::Config::infer().await?,
-    };
-    config
-        .headers
-        .push(("user-agent".parse()?, USER_AGENT.parse()?));
-    kube::Client::try_from(config).context("building the API client")
 }
 
 #[cfg(test)]

@@ -281,20 +281,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     stop.cancel();
-    let deadline = if lost {
-        // Do not outlive the margin before a standby may take over.
-        Duration::from_secs(
-            args.lease_duration_seconds
-                .saturating_sub(args.renew_deadline_seconds)
-                .min(args.shutdown_timeout_seconds),
-        )
-    } else {
-        tracing::info!(
-            timeout_secs = args.shutdown_timeout_seconds,
-            "stopping: no new work; waiting for in-flight reconciles"
-        );
-        Duration::from_secs(args.shutdown_timeout_seconds)
-    };
+    let deadline = stop_deadline(&args, lost);
     tokio::select! {
         _ = finish_within(deadline, &mut task) => {}
         _ = shutdown.immediate.cancelled() => {
@@ -355,6 +342,25 @@ async fn standby_probe(client: kube::Client, synced: watch::Sender<bool>, every:
             Err(e) => tracing::debug!(error = %e, "API server not answering yet"),
         }
         tokio::time::sleep(every).await;
+    }
+}
+
+/// How long in-flight reconciles may finish when stopping. A replica that
+/// lost its lease must not outlive the margin before another may take over;
+/// otherwise the shutdown timeout applies.
+fn stop_deadline(args: &RunArgs, lost: bool) -> Duration {
+    if lost {
+        Duration::from_secs(
+            args.lease_duration_seconds
+                .saturating_sub(args.renew_deadline_seconds)
+                .min(args.shutdown_timeout_seconds),
+        )
+    } else {
+        tracing::info!(
+            timeout_secs = args.shutdown_timeout_seconds,
+            "stopping: no new work; waiting for in-flight reconciles"
+        );
+        Duration::from_secs(args.shutdown_timeout_seconds)
     }
 }
 

@@ -150,20 +150,10 @@ pub(super) async fn serve(args: RunArgs, group: String) -> anyhow::Result<ExitCo
     };
     stop.cancel();
     counting.abort();
-    let deadline = if fenced_out {
+    if fenced_out {
         tracing::error!("member lease not renewed within the renew deadline; stopping all work");
-        Duration::from_secs(
-            args.lease_duration_seconds
-                .saturating_sub(args.renew_deadline_seconds)
-                .min(args.shutdown_timeout_seconds),
-        )
-    } else {
-        tracing::info!(
-            timeout_secs = args.shutdown_timeout_seconds,
-            "stopping: no new work; waiting for in-flight reconciles"
-        );
-        Duration::from_secs(args.shutdown_timeout_seconds)
-    };
+    }
+    let deadline = super::stop_deadline(&args, fenced_out);
     tokio::select! {
         _ = finish_within(deadline, &mut task) => {}
         _ = shutdown.immediate.cancelled() => {

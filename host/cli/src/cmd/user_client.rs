@@ -1,0 +1,33 @@
+//! The API client of the commands a user runs against a cluster (`plan`,
+//! `rollout`): `--kubeconfig`/`--context` as kubectl reads them, and a
+//! User-Agent per command so the API server's audit log tells them apart.
+
+use std::path::Path;
+
+use anyhow::Context;
+
+/// A client from `kubeconfig` (else the usual places) and `context`, sending
+/// `user_agent`.
+pub async fn connect(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+    user_agent: &str,
+) -> anyhow::Result<kube::Client> {
+    let options = kube::config::KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..Default::default()
+    };
+    let mut config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &options).await?
+        }
+        None if context.is_some() => kube::Config::from_kubeconfig(&options).await?,
+        None => kube::Config::infer().await?,
+    };
+    config
+        .headers
+        .push(("user-agent".parse()?, user_agent.parse()?));
+    kube::Client::try_from(config).context("building the API client")
+}
