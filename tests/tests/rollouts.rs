@@ -171,9 +171,15 @@ async fn shadow_reports_exactly_the_changed_field_and_writes_nothing() -> Result
         (candidate.calls() >= calls_before + 3 && s.differing >= st.differing + 3).then_some(())
     })
     .await?;
-    let child_writes: Vec<_> = env
-        .server
-        .requests()
+    let log = env.server.requests();
+    // The log covers this window (on the real cluster it is the audit log):
+    // it holds the test's own three patches.
+    let patches = log
+        .iter()
+        .filter(|r| r.resource == "widgets" && r.verb == "patch" && r.code == 200)
+        .count();
+    assert_eq!(patches, 3, "the request log missed the widget patches");
+    let child_writes: Vec<_> = log
         .into_iter()
         .filter(|r| r.is_write() && (r.resource == "configmaps" || r.resource == "secrets"))
         .collect();
