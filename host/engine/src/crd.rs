@@ -713,8 +713,9 @@ pub struct CandidateSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 100))]
     pub max_differences: Option<u32>,
-    /// Shadow calls that may run at once; more are dropped (counted), never
-    /// queued. Default 2.
+    /// Shadow calls that may run at once; more wait in a bounded backlog
+    /// (256 parents, a newer offer replacing a parent's older one) and are
+    /// dropped (counted) only beyond it. Default 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
     pub max_concurrent_shadow_calls: Option<u32>,
@@ -811,7 +812,7 @@ pub struct ShadowStatus {
     pub differing: u64,
     /// Shadow calls that failed (fault or error) where the active call answered.
     pub failing: u64,
-    /// Shadow calls not made because the shadow lane was full.
+    /// Shadow calls not made because the shadow lane and its backlog were full.
     #[serde(default)]
     pub dropped: u64,
     /// The first differences found (distinct by parent, child and field).

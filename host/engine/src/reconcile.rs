@@ -267,7 +267,7 @@ async fn pass(
                     || memo::inputs_hash(&digest, &req),
                     last,
                 );
-                if memo == MemoCheck::Skip {
+                if memo == MemoCheck::Skip && !shadow_owes(ctl, key, &observed.parent) {
                     return Ok(memoised(ctl, key, requeue_after.flatten()));
                 }
                 ctl.count_call();
@@ -329,6 +329,17 @@ fn memoised(
     }
     ctl.set_health(key, Some(true));
     next_run(ctl, requeue_after.map_or(Requeue::Resync, Requeue::Within))
+}
+
+/// A shadowing candidate has not compared this parent yet: a pass that could
+/// be memoised calls the active version anyway, so the candidate sees every
+/// parent at least once (else a converged fleet would never be shadowed).
+fn shadow_owes(ctl: &Controller, key: &ObjectKey, parent: &DynamicObject) -> bool {
+    ctl.candidate()
+        // A parent the candidate serves (canary) is not shadowed.
+        .filter(|c| !c.route.serves_object(parent))
+        .and_then(|c| c.shadow.clone())
+        .is_some_and(|lane| lane.owes(&key.to_string()))
 }
 
 /// Calls the version that serves this parent: the candidate when a canary

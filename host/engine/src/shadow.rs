@@ -5,18 +5,24 @@
 //! A reconcile hands the active call's request and answer to
 //! [`ShadowLane::offer`] once the active call has returned; the lane spawns
 //! the candidate's call on its own task (so the reconcile never waits), at
-//! most `max_concurrent` at once — an offer beyond that is dropped and
-//! counted, never queued, so a slow candidate cannot build up work or memory.
+//! most `max_concurrent` at once. Offers beyond that wait in a bounded
+//! backlog of `max_pending` parents (a newer offer for a parent replaces its
+//! older one); only an offer beyond the backlog is dropped and counted, so a
+//! slow candidate cannot build up unbounded work or memory, and a burst of
+//! reconciles (a fleet converging at once) is still shadowed parent by
+//! parent. The lane remembers which parents it has compared, so a memoised
+//! pass ([`crate::decide::memo`]) still calls a parent the candidate has not
+//! seen yet (see [`ShadowLane::owes`]).
 //! The comparison ([`compare`]) walks children (keyed by kind, namespace and
 //! name), status, conditions (keyed by type), events, requeue and finalized,
 //! and reports each differing field by its dotted path, skipping the
 //! declared volatile fields. The lane keeps counts and the first N distinct
 //! differences, which the manager writes to `status.shadow`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 use wr_runtime::{ReconcileRequest, ReconcileResponse};
@@ -253,8 +259,10 @@ fn cut(v: &Option<Value>) -> Option<String> {
 /// Settings of a shadow lane.
 #[derive(Debug, Clone)]
 pub struct LaneSettings {
-    /// Calls that may run at once; more are dropped.
+    /// Calls that may run at once; more wait in the backlog.
     pub max_concurrent: usize,
+    /// Parents whose offer may wait for a free call; more are dropped.
+    pub max_pending: usize,
     /// Differences kept for the status.
     pub max_differences: usize,
     /// Declared volatile fields.
@@ -274,12 +282,36 @@ struct Tally {
 pub struct ShadowLane {
     controller: String,
     settings: LaneSettings,
-    running: AtomicUsize,
+    work: Mutex<Work>,
+    /// Hashes of the parents compared so far (a collision only means one
+    /// parent is taken as seen: a missed extra call, never a wrong write).
+    compared: Mutex<HashSet<u64>>,
     tally: Mutex<Tally>,
     observer: Option<Arc<dyn EngineObserver>>,
     /// Runs when the first difference (or failure) is found, so the manager
     /// reports it without waiting for its next poll.
     on_first: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+/// Calls running and offers waiting for one.
+#[derive(Default)]
+struct Work {
+    running: usize,
+    pending: VecDeque<Job>,
+}
+
+/// One offered comparison.
+struct Job {
+    parent: String,
+    cand: Arc<Installed>,
+    req: ReconcileRequest,
+    active: ReconcileResponse,
+}
+
+fn parent_hash(parent: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    parent.hash(&mut h);
+    h.finish()
 }
 
 /// What one shadow call found.
@@ -291,7 +323,7 @@ pub enum ShadowOutcome {
     Differing,
     /// The candidate failed where the active version answered.
     Failing,
-    /// Not called: the lane was full.
+    /// Not called: the lane and its backlog were full.
     Dropped,
 }
 
@@ -337,7 +369,8 @@ impl ShadowLane {
         Arc::new(Self {
             controller: controller.to_string(),
             settings,
-            running: AtomicUsize::new(0),
+            work: Mutex::new(Work::default()),
+            compared: Mutex::new(HashSet::new()),
             tally: Mutex::new(tally),
             observer,
             on_first,
@@ -345,8 +378,9 @@ impl ShadowLane {
     }
 
     /// Runs `cand`'s call for `req` on its own task and compares its answer
-    /// with `active`; returns at once. Dropped (and counted) when
-    /// `max_concurrent` calls already run.
+    /// with `active`; returns at once. Waits in the backlog when
+    /// `max_concurrent` calls already run; dropped (and counted) when the
+    /// backlog is full too.
     pub fn offer(
         self: &Arc<Self>,
         cand: &Arc<Installed>,
@@ -354,45 +388,96 @@ impl ShadowLane {
         req: &ReconcileRequest,
         active: &ReconcileResponse,
     ) {
-        let running = self.running.fetch_add(1, Ordering::SeqCst);
-        if running >= self.settings.max_concurrent {
-            self.running.fetch_sub(1, Ordering::SeqCst);
-            self.record(ShadowOutcome::Dropped, &parent, Vec::new());
-            return;
-        }
-        let lane = self.clone();
-        let cand = cand.clone();
-        let req = cand.request(req);
-        let active = active.clone();
-        tokio::spawn(async move {
-            let r = cand.plugin.reconcile(&req, &cand.limits).await;
-            lane.running.fetch_sub(1, Ordering::SeqCst);
-            match r {
-                Ok(resp) => {
-                    let ns = req.parent["metadata"]["namespace"].as_str();
-                    let diffs = compare(&active, &resp, &lane.settings.volatile, ns);
-                    let outcome = if diffs.is_empty() {
-                        ShadowOutcome::Identical
-                    } else {
-                        ShadowOutcome::Differing
-                    };
-                    lane.record(outcome, &parent, diffs);
-                }
-                Err(e) => {
-                    tracing::debug!(parent = %parent, error = %e, "shadow call failed");
-                    let d = FieldDiff {
-                        child: None,
-                        field: "(call failed)".into(),
-                        active: None,
-                        candidate: Some(Value::String(e.to_string())),
-                    };
-                    lane.record(ShadowOutcome::Failing, &parent, vec![d]);
-                }
+        let job = Job {
+            req: cand.request(req),
+            cand: cand.clone(),
+            active: active.clone(),
+            parent,
+        };
+        let start = {
+            let mut w = self.work.lock().unwrap_or_else(|e| e.into_inner());
+            if w.running < self.settings.max_concurrent {
+                w.running += 1;
+                Some(job)
+            } else if let Some(older) = w.pending.iter_mut().find(|j| j.parent == job.parent) {
+                // The newer request replaces the older one of the same parent.
+                *older = job;
+                None
+            } else if w.pending.len() < self.settings.max_pending {
+                w.pending.push_back(job);
+                None
+            } else {
+                drop(w);
+                self.record(ShadowOutcome::Dropped, &job.parent, Vec::new());
+                None
             }
-        });
+        };
+        if let Some(job) = start {
+            let lane = self.clone();
+            tokio::spawn(async move { lane.run(job).await });
+        }
+    }
+
+    /// True when shadow calls have not yet compared `parent`: a pass that
+    /// could be memoised calls the active version anyway, so that every
+    /// parent is shadowed at least once per candidate.
+    pub fn owes(&self, parent: &str) -> bool {
+        let compared = self.compared.lock().unwrap_or_else(|e| e.into_inner());
+        !compared.contains(&parent_hash(parent))
+    }
+
+    /// Runs `job`, then the backlog, until it is empty.
+    async fn run(self: Arc<Self>, mut job: Job) {
+        loop {
+            self.compare_one(&job).await;
+            let next = {
+                let mut w = self.work.lock().unwrap_or_else(|e| e.into_inner());
+                let next = w.pending.pop_front();
+                if next.is_none() {
+                    w.running -= 1;
+                }
+                next
+            };
+            match next {
+                Some(j) => job = j,
+                None => return,
+            }
+        }
+    }
+
+    async fn compare_one(&self, job: &Job) {
+        let r = job.cand.plugin.reconcile(&job.req, &job.cand.limits).await;
+        match r {
+            Ok(resp) => {
+                let ns = job.req.parent["metadata"]["namespace"].as_str();
+                let diffs = compare(&job.active, &resp, &self.settings.volatile, ns);
+                let outcome = if diffs.is_empty() {
+                    ShadowOutcome::Identical
+                } else {
+                    ShadowOutcome::Differing
+                };
+                self.record(outcome, &job.parent, diffs);
+            }
+            Err(e) => {
+                tracing::debug!(parent = %job.parent, error = %e, "shadow call failed");
+                let d = FieldDiff {
+                    child: None,
+                    field: "(call failed)".into(),
+                    active: None,
+                    candidate: Some(Value::String(e.to_string())),
+                };
+                self.record(ShadowOutcome::Failing, &job.parent, vec![d]);
+            }
+        }
     }
 
     fn record(&self, outcome: ShadowOutcome, parent: &str, diffs: Vec<FieldDiff>) {
+        if outcome != ShadowOutcome::Dropped {
+            self.compared
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(parent_hash(parent));
+        }
         let first = {
             let mut t = self.tally.lock().unwrap_or_else(|e| e.into_inner());
             let before = t.differing + t.failing;
@@ -586,6 +671,7 @@ mod tests {
             "c",
             LaneSettings {
                 max_concurrent: 1,
+                max_pending: 1,
                 max_differences: 2,
                 volatile: vec![],
             },
@@ -620,5 +706,87 @@ mod tests {
                 .as_ref()
                 .is_some_and(|v| v.len() < 220)
         );
+    }
+
+    /// Answers once a permit is added: holds calls "running" for the test.
+    struct Held(tokio::sync::Semaphore, Value);
+
+    impl crate::plugin::ReconcilePlugin for Held {
+        fn digest(&self) -> &str {
+            "sha256:held"
+        }
+        fn reconcile<'a>(
+            &'a self,
+            _req: &'a ReconcileRequest,
+            _limits: &'a wr_runtime::CallLimits,
+        ) -> futures::future::BoxFuture<'a, Result<ReconcileResponse, crate::plugin::PluginError>>
+        {
+            Box::pin(async move {
+                if let Ok(p) = self.0.acquire().await {
+                    p.forget();
+                }
+                Ok(resp(vec![self.1.clone()]))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn offers_beyond_the_running_calls_wait_in_the_backlog_and_only_its_overflow_is_dropped()
+    {
+        let lane = ShadowLane::new(
+            "c",
+            LaneSettings {
+                max_concurrent: 1,
+                max_pending: 1,
+                max_differences: 10,
+                volatile: vec![],
+            },
+            None,
+            None,
+        );
+        let plugin = Arc::new(Held(
+            tokio::sync::Semaphore::new(0),
+            cm("x", json!({"v": "new"})),
+        ));
+        let cand = Arc::new(Installed {
+            digest: "sha256:held".into(),
+            plugin: plugin.clone(),
+            limits: wr_runtime::CallLimits::default(),
+            config: None,
+            route: crate::candidate::Route::Nobody,
+            shadow: None,
+            tally: Arc::default(),
+        });
+        let req: ReconcileRequest = serde_json::from_value(json!({
+            "parent": {"metadata": {"name": "p", "namespace": "ns"}},
+            "now": "2026-01-01T00:00:00Z"
+        }))
+        .unwrap();
+        let active = resp(vec![cm("x", json!({"v": "old"}))]);
+        // a runs; b waits (its second offer replaces the first); c overflows.
+        for p in ["ns/a", "ns/b", "ns/b", "ns/c"] {
+            lane.offer(&cand, p.into(), &req, &active);
+        }
+        assert_eq!(lane.status("d").dropped, 1);
+        assert!(lane.owes("ns/a") && lane.owes("ns/b"));
+        plugin.0.add_permits(10);
+        for _ in 0..500 {
+            if lane.status("d").differing >= 2 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let s = lane.status("d");
+        assert_eq!((s.identical, s.differing, s.dropped), (0, 2, 1), "{s:?}");
+        assert!(!lane.owes("ns/a") && !lane.owes("ns/b") && lane.owes("ns/c"));
+        // The backlog drained: the next offer runs at once.
+        lane.offer(&cand, "ns/c".into(), &req, &active);
+        for _ in 0..500 {
+            if !lane.owes("ns/c") {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(!lane.owes("ns/c"));
     }
 }

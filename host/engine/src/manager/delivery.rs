@@ -37,6 +37,10 @@ use crate::versions::{Lookup, Role};
 pub const DEFAULT_MAX_DIFFERENCES: u32 = 10;
 /// Default number of shadow calls at once per controller.
 pub const DEFAULT_SHADOW_CALLS: u32 = 2;
+/// Parents whose shadow call may wait for a free one (a newer offer for the
+/// same parent replaces the waiting one). Bounds the memory a slow candidate
+/// can hold to this many requests and active answers.
+pub const SHADOW_BACKLOG: usize = 256;
 
 /// What this host has installed of the candidate in the running controller.
 #[derive(Default)]
@@ -350,6 +354,7 @@ fn lane_for(
                 .max_concurrent_shadow_calls
                 .unwrap_or(DEFAULT_SHADOW_CALLS)
                 .max(1) as usize,
+            max_pending: SHADOW_BACKLOG,
             max_differences: cand.max_differences.unwrap_or(DEFAULT_MAX_DIFFERENCES) as usize,
             volatile: cand
                 .volatile_fields
