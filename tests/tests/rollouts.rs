@@ -157,11 +157,15 @@ async fn shadow_reports_exactly_the_changed_field_and_writes_nothing() -> Result
     // they nor anything else write a child.
     env.server.clear_requests();
     let calls_before = candidate.calls();
+    let touch = PatchParams {
+        field_manager: Some("shadow-test".into()),
+        ..PatchParams::default()
+    };
     for p in parents {
         env.widgets("ns1")
             .patch(
                 p,
-                &PatchParams::default(),
+                &touch,
                 &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
             )
             .await?;
@@ -173,10 +177,16 @@ async fn shadow_reports_exactly_the_changed_field_and_writes_nothing() -> Result
     .await?;
     let log = env.server.requests();
     // The log covers this window (on the real cluster it is the audit log):
-    // it holds the test's own three patches.
+    // it holds the test's own three patches (the host patches parents too:
+    // finalizers, status).
     let patches = log
         .iter()
-        .filter(|r| r.resource == "widgets" && r.verb == "patch" && r.code == 200)
+        .filter(|r| {
+            r.resource == "widgets"
+                && r.verb == "patch"
+                && r.code == 200
+                && r.field_manager.as_deref() == Some("shadow-test")
+        })
         .count();
     assert_eq!(patches, 3, "the request log missed the widget patches");
     let child_writes: Vec<_> = log
