@@ -487,6 +487,51 @@ pub fn bootstrap_objects() -> Vec<(&'static str, String, Value)> {
     )]
 }
 
+/// A new Namespace: the namespace controller's finalizer is always there
+/// (as the real registry strategy does), so contents are cleaned up first;
+/// it starts `Active`.
+fn prepare_namespace(obj: &mut Value) {
+    if let Some(spec) = obj_mut(obj, "spec") {
+        let mut f: Vec<Value> = spec
+            .get("finalizers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if !f.iter().any(|x| x == "kubernetes") {
+            f.push(json!("kubernetes"));
+        }
+        spec.insert("finalizers".into(), Value::Array(f));
+    }
+    if let Some(m) = obj.as_object_mut() {
+        m.insert("status".into(), json!({"phase": "Active"}));
+    }
+}
+
+/// A new Service: its cluster IP (and IP family fields, also for a headless
+/// one, as kube-apiserver's IP allocation does) and node ports.
+fn prepare_service(obj: &mut Value) {
+    if let Some(spec) = obj_mut(obj, "spec") {
+        let external = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
+        if !external && spec.get("clusterIP").and_then(Value::as_str) == Some("None") {
+            default(spec, "clusterIPs", json!(["None"]));
+            default(spec, "ipFamilies", json!(["IPv4"]));
+            default(spec, "ipFamilyPolicy", json!("SingleStack"));
+        }
+        if !external && spec.get("clusterIP").is_none_or(|v| v.as_str() == Some("")) {
+            let n = NEXT_CLUSTER_IP.fetch_add(1, Ordering::Relaxed);
+            let ip = format!("10.96.{}.{}", (n >> 8) & 0xff, n & 0xff);
+            spec.insert("clusterIP".into(), json!(ip));
+            spec.insert("clusterIPs".into(), json!([ip]));
+            default(spec, "ipFamilies", json!(["IPv4"]));
+            default(spec, "ipFamilyPolicy", json!("SingleStack"));
+        }
+        allocate_node_ports(spec);
+    }
+    if let Some(m) = obj.as_object_mut() {
+        m.insert("status".into(), json!({"loadBalancer": {}}));
+    }
+}
+
 /// What a create does beyond metadata (status resets, allocated fields).
 pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
     if def.group.is_empty() && def.kind == "Pod" {
@@ -497,48 +542,8 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError
         }
     }
     match (def.group.as_str(), def.kind.as_str()) {
-        ("", "Namespace") => {
-            // The namespace controller's finalizer is always there (as the
-            // real registry strategy does), so contents are cleaned up first.
-            if let Some(spec) = obj_mut(obj, "spec") {
-                let mut f: Vec<Value> = spec
-                    .get("finalizers")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                if !f.iter().any(|x| x == "kubernetes") {
-                    f.push(json!("kubernetes"));
-                }
-                spec.insert("finalizers".into(), Value::Array(f));
-            }
-            if let Some(m) = obj.as_object_mut() {
-                m.insert("status".into(), json!({"phase": "Active"}));
-            }
-        }
-        ("", "Service") => {
-            if let Some(spec) = obj_mut(obj, "spec") {
-                let external = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
-                // A headless Service gets the same IP family fields as an
-                // allocated one (kube-apiserver's IP allocation).
-                if !external && spec.get("clusterIP").and_then(Value::as_str) == Some("None") {
-                    default(spec, "clusterIPs", json!(["None"]));
-                    default(spec, "ipFamilies", json!(["IPv4"]));
-                    default(spec, "ipFamilyPolicy", json!("SingleStack"));
-                }
-                if !external && spec.get("clusterIP").is_none_or(|v| v.as_str() == Some("")) {
-                    let n = NEXT_CLUSTER_IP.fetch_add(1, Ordering::Relaxed);
-                    let ip = format!("10.96.{}.{}", (n >> 8) & 0xff, n & 0xff);
-                    spec.insert("clusterIP".into(), json!(ip));
-                    spec.insert("clusterIPs".into(), json!([ip]));
-                    default(spec, "ipFamilies", json!(["IPv4"]));
-                    default(spec, "ipFamilyPolicy", json!("SingleStack"));
-                }
-                allocate_node_ports(spec);
-            }
-            if let Some(m) = obj.as_object_mut() {
-                m.insert("status".into(), json!({"loadBalancer": {}}));
-            }
-        }
+        ("", "Namespace") => prepare_namespace(obj),
+        ("", "Service") => prepare_service(obj),
         ("apps", "Deployment") => {
             if let Some(m) = obj.as_object_mut() {
                 m.insert("status".into(), json!({}));

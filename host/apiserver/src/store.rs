@@ -154,6 +154,35 @@ fn check_expect(
 }
 
 impl State {
+    /// The state at `rv` of every key of `resource` changed after it (`None`:
+    /// absent then), from the history; 410 when the history no longer
+    /// reaches back to `rv`.
+    fn overlay_at(
+        &self,
+        resource: &str,
+        rv: u64,
+    ) -> Result<BTreeMap<&str, Option<&Arc<Value>>>, Gone> {
+        let mut overlay = BTreeMap::new();
+        if rv >= self.rv {
+            return Ok(overlay);
+        }
+        if rv < self.compacted {
+            return Err(Gone {
+                requested: rv,
+                oldest: self.compacted + 1,
+            });
+        }
+        for e in self.history.iter().rev() {
+            if e.rv <= rv {
+                break;
+            }
+            if &*e.resource == resource {
+                overlay.insert(e.key.as_str(), e.prev.as_ref());
+            }
+        }
+        Ok(overlay)
+    }
+
     /// Keeps the indices (uid → object, owner uid → dependents, objects
     /// being deleted) right after `oref` changed from `prev` to `object`.
     fn reindex(&mut self, oref: ObjRef, prev: Option<&Value>, kind: EventKind, object: &Value) {
@@ -409,24 +438,7 @@ impl Store {
         let empty = BTreeMap::new();
         let table = st.tables.get(resource).unwrap_or(&empty);
         let rv = at_rv.unwrap_or(st.rv);
-        // Overlay: the state at `rv` of every key changed after it.
-        let mut overlay: BTreeMap<&str, Option<&Arc<Value>>> = BTreeMap::new();
-        if rv < st.rv {
-            if rv < st.compacted {
-                return Err(Gone {
-                    requested: rv,
-                    oldest: st.compacted + 1,
-                });
-            }
-            for e in st.history.iter().rev() {
-                if e.rv <= rv {
-                    break;
-                }
-                if &*e.resource == resource {
-                    overlay.insert(e.key.as_str(), e.prev.as_ref());
-                }
-            }
-        }
+        let overlay = st.overlay_at(resource, rv)?;
         let lower = match after {
             Some(a) => std::ops::Bound::Excluded(a.to_string()),
             None => std::ops::Bound::Included(prefix.to_string()),
