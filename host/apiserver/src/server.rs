@@ -179,7 +179,7 @@ pub async fn start(config: Config) -> Result<RunningServer, StartError> {
 /// their CRDs define), then persists every later change there.
 fn restore(
     dir: &std::path::Path,
-    mut store: Store,
+    store: Store,
     registry: &Registry,
 ) -> Result<(Store, Arc<Persistence>), StartError> {
     let derr = |source| StartError::DataDir {

@@ -255,7 +255,7 @@ async fn hold_rolled_back(
     status: &mut WasmControllerStatus,
 ) -> Step<()> {
     let (inner, api) = (cx.inner, &cx.api);
-    let name = wc.metadata.name.clone().unwrap_or_default();
+    let name = cx.key.name.clone();
     let poll_later = Outcome::Success {
         next: Some(inner.opts.plugin_poll),
     };
