@@ -122,8 +122,8 @@ fn validate_child(
         Some(Value::String(s)) => Some(s.as_str()),
         Some(_) => return Err(bad("metadata.namespace must be a string".into())),
     };
-    let namespace = child_namespace(declared[kind_index].namespaced, parent_ns, given_ns)
-        .map_err(|m| bad(m.into()))?;
+    let namespace =
+        child_namespace(declared[kind_index].namespaced, parent_ns, given_ns).map_err(bad)?;
     let mut object = child.clone();
     if let (Some(ns), Some(m)) = (
         &namespace,
