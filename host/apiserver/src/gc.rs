@@ -97,9 +97,31 @@ fn remove_owner_ref(app: &App, r: &ObjRef, owner_uid: &str) {
     });
 }
 
-/// One garbage-collection pass.
+/// One garbage-collection pass: dependents of owners that are gone, then
+/// the objects being deleted that wait on the server's own finalizers.
 pub fn pass(app: &App) {
-    // Dependents whose owners are gone.
+    collect_orphans(app);
+    for r in app.store.deleting() {
+        let Some(obj) = app.store.get(&r.0, &r.1) else {
+            continue;
+        };
+        let fins = meta::finalizers(&obj);
+        let uid = meta::uid(&obj).unwrap_or_default().to_string();
+        if fins.iter().any(|f| f == "orphan") {
+            orphan_dependents(app, &r, &uid);
+        } else if fins.iter().any(|f| f == "foregroundDeletion") {
+            delete_in_foreground(app, &r, &uid);
+        } else if &*r.0 == "/namespaces" {
+            empty_namespace(app, &r);
+        } else if &*r.0 == CRD_KEY && fins.iter().any(|f| f == CRD_CLEANUP_FINALIZER) {
+            delete_custom_resources(app, &r, &obj);
+        }
+    }
+}
+
+/// Dependents whose owners are gone: one that still has a living owner
+/// loses the dangling reference, one that has none is deleted.
+fn collect_orphans(app: &App) {
     for owner in app.store.dangling_owners() {
         for dep in app.store.dependents_of(&owner) {
             let Some(obj) = app.store.get(&dep.0, &dep.1) else {
@@ -119,79 +141,80 @@ pub fn pass(app: &App) {
             }
         }
     }
-    // Objects being deleted that wait on the server.
-    for r in app.store.deleting() {
-        let Some(obj) = app.store.get(&r.0, &r.1) else {
-            continue;
-        };
-        let fins = meta::finalizers(&obj);
-        let uid = meta::uid(&obj).unwrap_or_default().to_string();
-        if fins.iter().any(|f| f == "orphan") {
-            for dep in app.store.dependents_of(&uid) {
-                remove_owner_ref(app, &dep, &uid);
-            }
-            if app.store.dependents_of(&uid).is_empty() {
-                remove_finalizer(app, &r, "orphan");
-            }
-            continue;
+}
+
+/// `orphan`: the dependents lose their reference to the owner, then the
+/// finalizer goes.
+fn orphan_dependents(app: &App, r: &ObjRef, uid: &str) {
+    for dep in app.store.dependents_of(uid) {
+        remove_owner_ref(app, &dep, uid);
+    }
+    if app.store.dependents_of(uid).is_empty() {
+        remove_finalizer(app, r, "orphan");
+    }
+}
+
+/// `foregroundDeletion`: the dependents are deleted (in the foreground too);
+/// the finalizer goes once none is left.
+fn delete_in_foreground(app: &App, r: &ObjRef, uid: &str) {
+    let deps = app.store.dependents_of(uid);
+    for dep in &deps {
+        if app
+            .store
+            .get(&dep.0, &dep.1)
+            .is_some_and(|d| !meta::is_deleting(&d))
+        {
+            delete_ref(app, dep, Some("Foreground"));
         }
-        if fins.iter().any(|f| f == "foregroundDeletion") {
-            let deps = app.store.dependents_of(&uid);
-            for dep in &deps {
-                if app
-                    .store
-                    .get(&dep.0, &dep.1)
-                    .is_some_and(|d| !meta::is_deleting(&d))
-                {
-                    delete_ref(app, dep, Some("Foreground"));
-                }
-            }
-            if deps.is_empty() {
-                remove_finalizer(app, &r, "foregroundDeletion");
-            }
-            continue;
+    }
+    if deps.is_empty() {
+        remove_finalizer(app, r, "foregroundDeletion");
+    }
+}
+
+/// A Namespace being deleted: its contents are deleted; once it is empty,
+/// its `spec.finalizers` are cleared.
+fn empty_namespace(app: &App, r: &ObjRef) {
+    let (_, ns) = split_key(&r.1);
+    let contents = app.store.keys_in_namespace(ns);
+    for c in &contents {
+        if app
+            .store
+            .get(&c.0, &c.1)
+            .is_some_and(|d| !meta::is_deleting(&d))
+        {
+            delete_ref(app, c, None);
         }
-        if &*r.0 == "/namespaces" {
-            let (_, ns) = split_key(&r.1);
-            let contents = app.store.keys_in_namespace(ns);
-            for c in &contents {
-                if app
-                    .store
-                    .get(&c.0, &c.1)
-                    .is_some_and(|d| !meta::is_deleting(&d))
-                {
-                    delete_ref(app, c, None);
-                }
+    }
+    if contents.is_empty() {
+        rewrite(app, r, |o| {
+            if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.insert("finalizers".into(), json!([]));
             }
-            if contents.is_empty() {
-                rewrite(app, &r, |o| {
-                    if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
-                        spec.insert("finalizers".into(), json!([]));
-                    }
-                });
-            }
-            continue;
+        });
+    }
+}
+
+/// A CRD being deleted: its custom resources are deleted; once none is
+/// left (or the CRD does not resolve), its cleanup finalizer goes.
+fn delete_custom_resources(app: &App, r: &ObjRef, crd: &Value) {
+    let Ok(def) = def_from_crd(crd) else {
+        remove_finalizer(app, r, CRD_CLEANUP_FINALIZER);
+        return;
+    };
+    let res = def.key();
+    let keys = app.store.keys_of(&res);
+    for k in &keys {
+        let oref: ObjRef = (Arc::from(res.as_str()), k.clone());
+        if app
+            .store
+            .get(&res, k)
+            .is_some_and(|d| !meta::is_deleting(&d))
+        {
+            delete_ref(app, &oref, None);
         }
-        if &*r.0 == CRD_KEY && fins.iter().any(|f| f == CRD_CLEANUP_FINALIZER) {
-            let Ok(def) = def_from_crd(&obj) else {
-                remove_finalizer(app, &r, CRD_CLEANUP_FINALIZER);
-                continue;
-            };
-            let res = def.key();
-            let keys = app.store.keys_of(&res);
-            for k in &keys {
-                let oref: ObjRef = (Arc::from(res.as_str()), k.clone());
-                if app
-                    .store
-                    .get(&res, k)
-                    .is_some_and(|d| !meta::is_deleting(&d))
-                {
-                    delete_ref(app, &oref, None);
-                }
-            }
-            if keys.is_empty() {
-                remove_finalizer(app, &r, CRD_CLEANUP_FINALIZER);
-            }
-        }
+    }
+    if keys.is_empty() {
+        remove_finalizer(app, r, CRD_CLEANUP_FINALIZER);
     }
 }

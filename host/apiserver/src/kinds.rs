@@ -60,35 +60,7 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
                 l.insert(NAMESPACE_NAME_LABEL.into(), json!(name));
             }
         }
-        ("", "Service") => {
-            if let Some(spec) = obj_mut(obj, "spec") {
-                let external = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
-                default(spec, "type", json!("ClusterIP"));
-                if !external {
-                    default(spec, "sessionAffinity", json!("None"));
-                    default(spec, "internalTrafficPolicy", json!("Cluster"));
-                }
-                let ty = spec
-                    .get("type")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                if ty == "NodePort" || ty == "LoadBalancer" {
-                    default(spec, "externalTrafficPolicy", json!("Cluster"));
-                }
-                if ty == "LoadBalancer" {
-                    default(spec, "allocateLoadBalancerNodePorts", json!(true));
-                }
-                if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
-                    for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-                        default(p, "protocol", json!("TCP"));
-                        if let Some(port) = p.get("port").cloned() {
-                            default(p, "targetPort", port);
-                        }
-                    }
-                }
-            }
-        }
+        ("", "Service") => default_service(obj),
         ("", "Pod") => {
             if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
                 default_pod_spec(spec);
@@ -110,70 +82,15 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             }
             default_template(obj.pointer_mut("/spec/template"));
         }
-        ("apps", "Deployment") => {
-            if let Some(spec) = obj_mut(obj, "spec") {
-                default(spec, "replicas", json!(1));
-                default(spec, "revisionHistoryLimit", json!(10));
-                default(spec, "progressDeadlineSeconds", json!(600));
-                default(spec, "strategy", json!({}));
-                if let Some(st) = spec.get_mut("strategy").and_then(Value::as_object_mut) {
-                    default(st, "type", json!("RollingUpdate"));
-                    if st.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
-                        default(st, "rollingUpdate", json!({}));
-                        if let Some(ru) = st.get_mut("rollingUpdate").and_then(Value::as_object_mut)
-                        {
-                            default(ru, "maxUnavailable", json!("25%"));
-                            default(ru, "maxSurge", json!("25%"));
-                        }
-                    }
-                }
-            }
-            default_template(obj.pointer_mut("/spec/template"));
-        }
+        ("apps", "Deployment") => default_deployment(obj),
         ("apps", "ReplicaSet") => {
             if let Some(spec) = obj_mut(obj, "spec") {
                 default(spec, "replicas", json!(1));
             }
             default_template(obj.pointer_mut("/spec/template"));
         }
-        ("apps", "StatefulSet") => {
-            if let Some(spec) = obj_mut(obj, "spec") {
-                default(spec, "replicas", json!(1));
-                default(spec, "podManagementPolicy", json!("OrderedReady"));
-                default(spec, "revisionHistoryLimit", json!(10));
-                default(
-                    spec,
-                    "updateStrategy",
-                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "partition": 0}}),
-                );
-                default(
-                    spec,
-                    "persistentVolumeClaimRetentionPolicy",
-                    json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
-                );
-            }
-            default_template(obj.pointer_mut("/spec/template"));
-        }
-        ("apps", "DaemonSet") => {
-            if let Some(spec) = obj_mut(obj, "spec") {
-                default(spec, "revisionHistoryLimit", json!(10));
-                default(
-                    spec,
-                    "updateStrategy",
-                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
-                );
-            }
-            default_template(obj.pointer_mut("/spec/template"));
-            // apps/v1 carries the internal TemplateGeneration (1 on create)
-            // as this annotation; it is kept as it is on updates here.
-            let m = crate::meta::meta_mut(obj);
-            let ann = m.entry("annotations").or_insert_with(|| json!({}));
-            if let Some(a) = ann.as_object_mut()
-                && !a.contains_key(DS_TEMPLATE_GENERATION)
-            {
-                a.insert(DS_TEMPLATE_GENERATION.into(), json!("1"));
-            }
-        }
+        ("apps", "StatefulSet") => default_statefulset(obj),
+        ("apps", "DaemonSet") => default_daemonset(obj),
         ("batch", "Job") => {
             if let Some(spec) = obj_mut(obj, "spec") {
                 default_job_spec(spec);
@@ -487,6 +404,51 @@ pub fn bootstrap_objects() -> Vec<(&'static str, String, Value)> {
     )]
 }
 
+/// A new Namespace: the namespace controller's finalizer is always there
+/// (as the real registry strategy does), so contents are cleaned up first;
+/// it starts `Active`.
+fn prepare_namespace(obj: &mut Value) {
+    if let Some(spec) = obj_mut(obj, "spec") {
+        let mut f: Vec<Value> = spec
+            .get("finalizers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if !f.iter().any(|x| x == "kubernetes") {
+            f.push(json!("kubernetes"));
+        }
+        spec.insert("finalizers".into(), Value::Array(f));
+    }
+    if let Some(m) = obj.as_object_mut() {
+        m.insert("status".into(), json!({"phase": "Active"}));
+    }
+}
+
+/// A new Service: its cluster IP (and IP family fields, also for a headless
+/// one, as kube-apiserver's IP allocation does) and node ports.
+fn prepare_service(obj: &mut Value) {
+    if let Some(spec) = obj_mut(obj, "spec") {
+        let external = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
+        if !external && spec.get("clusterIP").and_then(Value::as_str) == Some("None") {
+            default(spec, "clusterIPs", json!(["None"]));
+            default(spec, "ipFamilies", json!(["IPv4"]));
+            default(spec, "ipFamilyPolicy", json!("SingleStack"));
+        }
+        if !external && spec.get("clusterIP").is_none_or(|v| v.as_str() == Some("")) {
+            let n = NEXT_CLUSTER_IP.fetch_add(1, Ordering::Relaxed);
+            let ip = format!("10.96.{}.{}", (n >> 8) & 0xff, n & 0xff);
+            spec.insert("clusterIP".into(), json!(ip));
+            spec.insert("clusterIPs".into(), json!([ip]));
+            default(spec, "ipFamilies", json!(["IPv4"]));
+            default(spec, "ipFamilyPolicy", json!("SingleStack"));
+        }
+        allocate_node_ports(spec);
+    }
+    if let Some(m) = obj.as_object_mut() {
+        m.insert("status".into(), json!({"loadBalancer": {}}));
+    }
+}
+
 /// What a create does beyond metadata (status resets, allocated fields).
 pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
     if def.group.is_empty() && def.kind == "Pod" {
@@ -497,48 +459,8 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError
         }
     }
     match (def.group.as_str(), def.kind.as_str()) {
-        ("", "Namespace") => {
-            // The namespace controller's finalizer is always there (as the
-            // real registry strategy does), so contents are cleaned up first.
-            if let Some(spec) = obj_mut(obj, "spec") {
-                let mut f: Vec<Value> = spec
-                    .get("finalizers")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                if !f.iter().any(|x| x == "kubernetes") {
-                    f.push(json!("kubernetes"));
-                }
-                spec.insert("finalizers".into(), Value::Array(f));
-            }
-            if let Some(m) = obj.as_object_mut() {
-                m.insert("status".into(), json!({"phase": "Active"}));
-            }
-        }
-        ("", "Service") => {
-            if let Some(spec) = obj_mut(obj, "spec") {
-                let external = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
-                // A headless Service gets the same IP family fields as an
-                // allocated one (kube-apiserver's IP allocation).
-                if !external && spec.get("clusterIP").and_then(Value::as_str) == Some("None") {
-                    default(spec, "clusterIPs", json!(["None"]));
-                    default(spec, "ipFamilies", json!(["IPv4"]));
-                    default(spec, "ipFamilyPolicy", json!("SingleStack"));
-                }
-                if !external && spec.get("clusterIP").is_none_or(|v| v.as_str() == Some("")) {
-                    let n = NEXT_CLUSTER_IP.fetch_add(1, Ordering::Relaxed);
-                    let ip = format!("10.96.{}.{}", (n >> 8) & 0xff, n & 0xff);
-                    spec.insert("clusterIP".into(), json!(ip));
-                    spec.insert("clusterIPs".into(), json!([ip]));
-                    default(spec, "ipFamilies", json!(["IPv4"]));
-                    default(spec, "ipFamilyPolicy", json!("SingleStack"));
-                }
-                allocate_node_ports(spec);
-            }
-            if let Some(m) = obj.as_object_mut() {
-                m.insert("status".into(), json!({"loadBalancer": {}}));
-            }
-        }
+        ("", "Namespace") => prepare_namespace(obj),
+        ("", "Service") => prepare_service(obj),
         ("apps", "Deployment") => {
             if let Some(m) = obj.as_object_mut() {
                 m.insert("status".into(), json!({}));
@@ -721,6 +643,100 @@ pub fn mark_crd_terminating(obj: &mut Value) {
             json!({"type": "Terminating", "status": "True", "reason": "InstanceDeletionInProgress",
             "message": "CustomResource deletion is in progress", "lastTransitionTime": now}),
         );
+    }
+}
+
+/// A Service's defaults (type, session affinity, traffic policies, ports' protocol and target port).
+fn default_service(obj: &mut Value) {
+    if let Some(spec) = obj_mut(obj, "spec") {
+        let external = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
+        default(spec, "type", json!("ClusterIP"));
+        if !external {
+            default(spec, "sessionAffinity", json!("None"));
+            default(spec, "internalTrafficPolicy", json!("Cluster"));
+        }
+        let ty = spec
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if ty == "NodePort" || ty == "LoadBalancer" {
+            default(spec, "externalTrafficPolicy", json!("Cluster"));
+        }
+        if ty == "LoadBalancer" {
+            default(spec, "allocateLoadBalancerNodePorts", json!(true));
+        }
+        if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+            for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                default(p, "protocol", json!("TCP"));
+                if let Some(port) = p.get("port").cloned() {
+                    default(p, "targetPort", port);
+                }
+            }
+        }
+    }
+}
+
+/// A Deployment's defaults (replicas, strategy, history, progress deadline, its pod template).
+fn default_deployment(obj: &mut Value) {
+    if let Some(spec) = obj_mut(obj, "spec") {
+        default(spec, "replicas", json!(1));
+        default(spec, "revisionHistoryLimit", json!(10));
+        default(spec, "progressDeadlineSeconds", json!(600));
+        default(spec, "strategy", json!({}));
+        if let Some(st) = spec.get_mut("strategy").and_then(Value::as_object_mut) {
+            default(st, "type", json!("RollingUpdate"));
+            if st.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+                default(st, "rollingUpdate", json!({}));
+                if let Some(ru) = st.get_mut("rollingUpdate").and_then(Value::as_object_mut) {
+                    default(ru, "maxUnavailable", json!("25%"));
+                    default(ru, "maxSurge", json!("25%"));
+                }
+            }
+        }
+    }
+    default_template(obj.pointer_mut("/spec/template"));
+}
+
+/// A StatefulSet's defaults (replicas, pod management, update strategy, retention, its pod template).
+fn default_statefulset(obj: &mut Value) {
+    if let Some(spec) = obj_mut(obj, "spec") {
+        default(spec, "replicas", json!(1));
+        default(spec, "podManagementPolicy", json!("OrderedReady"));
+        default(spec, "revisionHistoryLimit", json!(10));
+        default(
+            spec,
+            "updateStrategy",
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "partition": 0}}),
+        );
+        default(
+            spec,
+            "persistentVolumeClaimRetentionPolicy",
+            json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+        );
+    }
+    default_template(obj.pointer_mut("/spec/template"));
+}
+
+/// A DaemonSet's defaults (update strategy, history, template generation, its pod template).
+fn default_daemonset(obj: &mut Value) {
+    if let Some(spec) = obj_mut(obj, "spec") {
+        default(spec, "revisionHistoryLimit", json!(10));
+        default(
+            spec,
+            "updateStrategy",
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+        );
+    }
+    default_template(obj.pointer_mut("/spec/template"));
+    // apps/v1 carries the internal TemplateGeneration (1 on create)
+    // as this annotation; it is kept as it is on updates here.
+    let m = crate::meta::meta_mut(obj);
+    let ann = m.entry("annotations").or_insert_with(|| json!({}));
+    if let Some(a) = ann.as_object_mut()
+        && !a.contains_key(DS_TEMPLATE_GENERATION)
+    {
+        a.insert(DS_TEMPLATE_GENERATION.into(), json!("1"));
     }
 }
 

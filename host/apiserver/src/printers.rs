@@ -173,38 +173,7 @@ pub(crate) fn template_cells(o: &Value, template: &str, selector: Option<&str>) 
 /// The cells of one object (`name` and `age` already rendered by the caller).
 pub fn cells(def: &ResourceDef, o: &Value, name: Value, age: Value) -> Option<Vec<Value>> {
     let v = match (def.group.as_str(), def.kind.as_str()) {
-        ("", "Pod") => {
-            let statuses = list(o, "/status/containerStatuses");
-            let ready = statuses
-                .iter()
-                .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
-                .count();
-            let total = list(o, "/spec/containers").len();
-            let restarts: i64 = statuses
-                .iter()
-                .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
-                .sum();
-            let status = if o.pointer("/metadata/deletionTimestamp").is_some() {
-                "Terminating".to_string()
-            } else {
-                o.pointer("/status/reason")
-                    .or_else(|| o.pointer("/status/phase"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("Pending")
-                    .to_string()
-            };
-            vec![
-                name,
-                json!(format!("{ready}/{total}")),
-                json!(status),
-                json!(restarts.to_string()),
-                age,
-                json!(text(o.pointer("/status/podIP"))),
-                json!(text(o.pointer("/spec/nodeName"))),
-                json!(text(o.pointer("/status/nominatedNodeName"))),
-                json!("<none>"),
-            ]
-        }
+        ("", "Pod") => pod_cells(o, name, age),
         ("apps", "ReplicaSet") | ("", "ReplicationController") => {
             let mut v = vec![
                 name,
@@ -248,165 +217,211 @@ pub fn cells(def: &ResourceDef, o: &Value, name: Value, age: Value) -> Option<Ve
             v.extend(template_cells(o, "/spec/template", Some("/spec/selector")));
             v
         }
-        ("batch", "Job") => {
-            let condition = |t: &str| {
-                list(o, "/status/conditions").iter().any(|c| {
-                    c.get("type").and_then(Value::as_str) == Some(t)
-                        && c.get("status").and_then(Value::as_str) == Some("True")
-                })
-            };
-            let status = if condition("Complete") {
-                "Complete"
-            } else if condition("Failed") {
-                "Failed"
-            } else if o.pointer("/metadata/deletionTimestamp").is_some() {
-                "Terminating"
-            } else if condition("Suspended") {
-                "Suspended"
-            } else {
-                "Running"
-            };
-            let completions = match o.pointer("/spec/completions").and_then(Value::as_i64) {
-                Some(c) => format!("{}/{c}", int(o, "/status/succeeded")),
-                None => format!(
-                    "{}/1 of {}",
-                    int(o, "/status/succeeded"),
-                    o.pointer("/spec/parallelism")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(1)
-                ),
-            };
-            let mut v = vec![name, json!(status), json!(completions), json!(""), age];
-            v.extend(template_cells(o, "/spec/template", Some("/spec/selector")));
-            v
-        }
-        ("batch", "CronJob") => {
-            let last = o
-                .pointer("/status/lastScheduleTime")
-                .and_then(Value::as_str)
-                .map(|t| crate::table::age(Some(t)))
-                .unwrap_or_else(|| "<none>".into());
-            let mut v = vec![
-                name,
-                json!(text(o.pointer("/spec/schedule"))),
-                json!(text(o.pointer("/spec/timeZone"))),
-                json!(
-                    o.pointer("/spec/suspend")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false)
-                ),
-                json!(list(o, "/status/active").len()),
-                json!(last),
-                age,
-            ];
-            v.extend(template_cells(
-                o,
-                "/spec/jobTemplate/spec/template",
-                Some("/spec/jobTemplate/spec/selector"),
-            ));
-            v
-        }
-        ("", "PersistentVolumeClaim") => {
-            let modes = list(o, "/status/accessModes")
-                .iter()
-                .filter_map(Value::as_str)
-                .map(|m| match m {
-                    "ReadWriteOnce" => "RWO",
-                    "ReadOnlyMany" => "ROX",
-                    "ReadWriteMany" => "RWX",
-                    "ReadWriteOncePod" => "RWOP",
-                    other => other,
-                })
-                .collect::<Vec<_>>()
-                .join(",");
-            let phase = if o.pointer("/metadata/deletionTimestamp").is_some() {
-                "Terminating".to_string()
-            } else {
-                o.pointer("/status/phase")
-                    .and_then(Value::as_str)
-                    .unwrap_or("Pending")
-                    .to_string()
-            };
-            vec![
-                name,
-                json!(phase),
-                json!(
-                    o.pointer("/spec/volumeName")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                ),
-                json!(
-                    o.pointer("/status/capacity/storage")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                ),
-                json!(modes),
-                json!(text(o.pointer("/spec/storageClassName"))),
-                json!(text(o.pointer("/spec/volumeAttributesClassName"))),
-                age,
-                json!(
-                    o.pointer("/spec/volumeMode")
-                        .and_then(Value::as_str)
-                        .unwrap_or("Filesystem")
-                ),
-            ]
-        }
-        ("", "Node") => {
-            let ready = list(o, "/status/conditions")
-                .iter()
-                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"));
-            let mut status = match ready.and_then(|c| c.get("status")).and_then(Value::as_str) {
-                Some("True") => "Ready".to_string(),
-                Some(_) => "NotReady".to_string(),
-                None => "Unknown".to_string(),
-            };
-            if o.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
-                status.push_str(",SchedulingDisabled");
-            }
-            let mut roles: Vec<String> = o
-                .pointer("/metadata/labels")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-                .filter_map(|(k, _)| {
-                    k.strip_prefix("node-role.kubernetes.io/")
-                        .map(str::to_string)
-                })
-                .collect();
-            roles.sort();
-            let address = |t: &str| {
-                list(o, "/status/addresses")
-                    .iter()
-                    .find(|a| a.get("type").and_then(Value::as_str) == Some(t))
-                    .and_then(|a| a.get("address"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("<none>")
-                    .to_string()
-            };
-            let info = |k: &str| {
-                o.pointer(&format!("/status/nodeInfo/{k}"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string()
-            };
-            vec![
-                name,
-                json!(status),
-                json!(if roles.is_empty() {
-                    "<none>".into()
-                } else {
-                    roles.join(",")
-                }),
-                age,
-                json!(info("kubeletVersion")),
-                json!(address("InternalIP")),
-                json!(address("ExternalIP")),
-                json!(info("osImage")),
-                json!(info("kernelVersion")),
-                json!(info("containerRuntimeVersion")),
-            ]
-        }
+        ("batch", "Job") => job_cells(o, name, age),
+        ("batch", "CronJob") => cronjob_cells(o, name, age),
+        ("", "PersistentVolumeClaim") => pvc_cells(o, name, age),
+        ("", "Node") => node_cells(o, name, age),
         _ => return crate::printers_config::cells(def, o, name, age),
     };
     Some(v)
+}
+
+/// A Pod's cells: ready containers, status (or `Terminating`), restarts, IP and node.
+fn pod_cells(o: &Value, name: Value, age: Value) -> Vec<Value> {
+    let statuses = list(o, "/status/containerStatuses");
+    let ready = statuses
+        .iter()
+        .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
+        .count();
+    let total = list(o, "/spec/containers").len();
+    let restarts: i64 = statuses
+        .iter()
+        .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
+        .sum();
+    let status = if o.pointer("/metadata/deletionTimestamp").is_some() {
+        "Terminating".to_string()
+    } else {
+        o.pointer("/status/reason")
+            .or_else(|| o.pointer("/status/phase"))
+            .and_then(Value::as_str)
+            .unwrap_or("Pending")
+            .to_string()
+    };
+    vec![
+        name,
+        json!(format!("{ready}/{total}")),
+        json!(status),
+        json!(restarts.to_string()),
+        age,
+        json!(text(o.pointer("/status/podIP"))),
+        json!(text(o.pointer("/spec/nodeName"))),
+        json!(text(o.pointer("/status/nominatedNodeName"))),
+        json!("<none>"),
+    ]
+}
+
+/// A Job's cells: its status from its conditions, completions, and its template.
+fn job_cells(o: &Value, name: Value, age: Value) -> Vec<Value> {
+    let condition = |t: &str| {
+        list(o, "/status/conditions").iter().any(|c| {
+            c.get("type").and_then(Value::as_str) == Some(t)
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+    };
+    let status = if condition("Complete") {
+        "Complete"
+    } else if condition("Failed") {
+        "Failed"
+    } else if o.pointer("/metadata/deletionTimestamp").is_some() {
+        "Terminating"
+    } else if condition("Suspended") {
+        "Suspended"
+    } else {
+        "Running"
+    };
+    let completions = match o.pointer("/spec/completions").and_then(Value::as_i64) {
+        Some(c) => format!("{}/{c}", int(o, "/status/succeeded")),
+        None => format!(
+            "{}/1 of {}",
+            int(o, "/status/succeeded"),
+            o.pointer("/spec/parallelism")
+                .and_then(Value::as_i64)
+                .unwrap_or(1)
+        ),
+    };
+    let mut v = vec![name, json!(status), json!(completions), json!(""), age];
+    v.extend(template_cells(o, "/spec/template", Some("/spec/selector")));
+    v
+}
+
+/// A CronJob's cells: schedule, time zone, suspension, active Jobs, last schedule, and its Job template.
+fn cronjob_cells(o: &Value, name: Value, age: Value) -> Vec<Value> {
+    let last = o
+        .pointer("/status/lastScheduleTime")
+        .and_then(Value::as_str)
+        .map(|t| crate::table::age(Some(t)))
+        .unwrap_or_else(|| "<none>".into());
+    let mut v = vec![
+        name,
+        json!(text(o.pointer("/spec/schedule"))),
+        json!(text(o.pointer("/spec/timeZone"))),
+        json!(
+            o.pointer("/spec/suspend")
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        ),
+        json!(list(o, "/status/active").len()),
+        json!(last),
+        age,
+    ];
+    v.extend(template_cells(
+        o,
+        "/spec/jobTemplate/spec/template",
+        Some("/spec/jobTemplate/spec/selector"),
+    ));
+    v
+}
+
+/// A PersistentVolumeClaim's cells: phase, volume, capacity, access modes (abbreviated as kubectl does), classes and mode.
+fn pvc_cells(o: &Value, name: Value, age: Value) -> Vec<Value> {
+    let modes = list(o, "/status/accessModes")
+        .iter()
+        .filter_map(Value::as_str)
+        .map(|m| match m {
+            "ReadWriteOnce" => "RWO",
+            "ReadOnlyMany" => "ROX",
+            "ReadWriteMany" => "RWX",
+            "ReadWriteOncePod" => "RWOP",
+            other => other,
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let phase = if o.pointer("/metadata/deletionTimestamp").is_some() {
+        "Terminating".to_string()
+    } else {
+        o.pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("Pending")
+            .to_string()
+    };
+    vec![
+        name,
+        json!(phase),
+        json!(
+            o.pointer("/spec/volumeName")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        ),
+        json!(
+            o.pointer("/status/capacity/storage")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        ),
+        json!(modes),
+        json!(text(o.pointer("/spec/storageClassName"))),
+        json!(text(o.pointer("/spec/volumeAttributesClassName"))),
+        age,
+        json!(
+            o.pointer("/spec/volumeMode")
+                .and_then(Value::as_str)
+                .unwrap_or("Filesystem")
+        ),
+    ]
+}
+
+/// A Node's cells: readiness (and `SchedulingDisabled`), roles, versions and addresses.
+fn node_cells(o: &Value, name: Value, age: Value) -> Vec<Value> {
+    let ready = list(o, "/status/conditions")
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"));
+    let mut status = match ready.and_then(|c| c.get("status")).and_then(Value::as_str) {
+        Some("True") => "Ready".to_string(),
+        Some(_) => "NotReady".to_string(),
+        None => "Unknown".to_string(),
+    };
+    if o.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+        status.push_str(",SchedulingDisabled");
+    }
+    let mut roles: Vec<String> = o
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, _)| {
+            k.strip_prefix("node-role.kubernetes.io/")
+                .map(str::to_string)
+        })
+        .collect();
+    roles.sort();
+    let address = |t: &str| {
+        list(o, "/status/addresses")
+            .iter()
+            .find(|a| a.get("type").and_then(Value::as_str) == Some(t))
+            .and_then(|a| a.get("address"))
+            .and_then(Value::as_str)
+            .unwrap_or("<none>")
+            .to_string()
+    };
+    let info = |k: &str| {
+        o.pointer(&format!("/status/nodeInfo/{k}"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    vec![
+        name,
+        json!(status),
+        json!(if roles.is_empty() {
+            "<none>".into()
+        } else {
+            roles.join(",")
+        }),
+        age,
+        json!(info("kubeletVersion")),
+        json!(address("InternalIP")),
+        json!(address("ExternalIP")),
+        json!(info("osImage")),
+        json!(info("kernelVersion")),
+        json!(info("containerRuntimeVersion")),
+    ]
 }

@@ -191,25 +191,9 @@ pub fn cells(def: &ResourceDef, o: &Value, name: Value, age: Value) -> Option<Ve
             vec![name, json!(text(o, "/metadata/creationTimestamp"))]
         }
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
-            let role = format!("{}/{}", text(o, "/roleRef/kind"), text(o, "/roleRef/name"));
-            let [users, groups, sas] = subjects(o);
-            vec![
-                name,
-                json!(role),
-                age,
-                json!(users),
-                json!(groups),
-                json!(sas),
-            ]
+            role_binding_cells(o, name, age)
         }
-        ("networking.k8s.io", "NetworkPolicy") => {
-            let sel = o
-                .pointer("/spec/podSelector")
-                .and_then(crate::scale::selector_string)
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "<none>".into());
-            vec![name, json!(sel), age]
-        }
+        ("networking.k8s.io", "NetworkPolicy") => network_policy_cells(o, name, age),
         ("scheduling.k8s.io", "PriorityClass") => vec![
             name,
             json!(o.get("value").and_then(Value::as_i64).unwrap_or(0)),
@@ -221,56 +205,14 @@ pub fn cells(def: &ResourceDef, o: &Value, name: Value, age: Value) -> Option<Ve
             age,
             json!(text(o, "/preemptionPolicy")),
         ],
-        ("storage.k8s.io", "StorageClass") => {
-            let or = |ptr: &str, d: &str| {
-                Some(text(o, ptr))
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or_else(|| d.into())
-            };
-            let expand = o
-                .get("allowVolumeExpansion")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-            vec![
-                name,
-                json!(text(o, "/provisioner")),
-                json!(or("/reclaimPolicy", "Delete")),
-                json!(or("/volumeBindingMode", "Immediate")),
-                json!(expand.to_string()),
-                age,
-            ]
-        }
-        ("networking.k8s.io", "IngressClass") => {
-            let params = match o.pointer("/spec/parameters") {
-                Some(p) if p.is_object() => {
-                    let group = text(p, "/apiGroup");
-                    let kind = text(p, "/kind");
-                    let kind = if group.is_empty() {
-                        kind
-                    } else {
-                        format!("{kind}.{group}")
-                    };
-                    format!("{kind}/{}", text(p, "/name"))
-                }
-                _ => "<none>".into(),
-            };
-            vec![name, json!(text(o, "/spec/controller")), json!(params), age]
-        }
+        ("storage.k8s.io", "StorageClass") => storage_class_cells(o, name, age),
+        ("networking.k8s.io", "IngressClass") => ingress_class_cells(o, name, age),
         ("", "LimitRange") => vec![name, json!(text(o, "/metadata/creationTimestamp"))],
         ("node.k8s.io", "RuntimeClass") => vec![name, json!(text(o, "/handler")), age],
         ("storage.k8s.io", "VolumeAttributesClass") => {
             vec![name, json!(text(o, "/driverName")), age]
         }
-        ("networking.k8s.io", "ServiceCIDR") => {
-            let cidrs: Vec<&str> = o
-                .pointer("/spec/cidrs")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            vec![name, json!(cidrs.join(",")), age]
-        }
+        ("networking.k8s.io", "ServiceCIDR") => service_cidr_cells(o, name, age),
         (
             "admissionregistration.k8s.io",
             "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration",
@@ -310,14 +252,92 @@ pub fn cells(def: &ResourceDef, o: &Value, name: Value, age: Value) -> Option<Ve
                 age,
             ]
         }
-        ("", "PodTemplate") => {
-            let mut v = vec![name];
-            v.extend(crate::printers::template_cells(o, "/template", None));
-            v.push(json!(format_labels(o.pointer("/template/metadata/labels"))));
-            v
-        }
+        ("", "PodTemplate") => pod_template_cells(o, name),
         _ => return None,
     })
+}
+
+/// A StorageClass's cells: provisioner, reclaim policy and binding mode (with their defaults), volume expansion.
+fn storage_class_cells(o: &Value, name: Value, age: Value) -> Vec<Value> {
+    let or = |ptr: &str, d: &str| {
+        Some(text(o, ptr))
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| d.into())
+    };
+    let expand = o
+        .get("allowVolumeExpansion")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    vec![
+        name,
+        json!(text(o, "/provisioner")),
+        json!(or("/reclaimPolicy", "Delete")),
+        json!(or("/volumeBindingMode", "Immediate")),
+        json!(expand.to_string()),
+        age,
+    ]
+}
+
+/// An IngressClass's cells: controller and parameters (`Kind[.group]/name`).
+fn ingress_class_cells(o: &Value, name: Value, age: Value) -> Vec<Value> {
+    let params = match o.pointer("/spec/parameters") {
+        Some(p) if p.is_object() => {
+            let group = text(p, "/apiGroup");
+            let kind = text(p, "/kind");
+            let kind = if group.is_empty() {
+                kind
+            } else {
+                format!("{kind}.{group}")
+            };
+            format!("{kind}/{}", text(p, "/name"))
+        }
+        _ => "<none>".into(),
+    };
+    vec![name, json!(text(o, "/spec/controller")), json!(params), age]
+}
+
+/// A ServiceCIDR's cells: its CIDRs, comma-separated.
+fn service_cidr_cells(o: &Value, name: Value, age: Value) -> Vec<Value> {
+    let cidrs: Vec<&str> = o
+        .pointer("/spec/cidrs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    vec![name, json!(cidrs.join(",")), age]
+}
+
+/// A (Cluster)RoleBinding's cells: the role, then its users, groups and service accounts.
+fn role_binding_cells(o: &Value, name: Value, age: Value) -> Vec<Value> {
+    let role = format!("{}/{}", text(o, "/roleRef/kind"), text(o, "/roleRef/name"));
+    let [users, groups, sas] = subjects(o);
+    vec![
+        name,
+        json!(role),
+        age,
+        json!(users),
+        json!(groups),
+        json!(sas),
+    ]
+}
+
+/// A NetworkPolicy's cells: its pod selector (`<none>` when empty).
+fn network_policy_cells(o: &Value, name: Value, age: Value) -> Vec<Value> {
+    let sel = o
+        .pointer("/spec/podSelector")
+        .and_then(crate::scale::selector_string)
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "<none>".into());
+    vec![name, json!(sel), age]
+}
+
+/// A PodTemplate's cells: its template's containers and images, then the template's labels.
+fn pod_template_cells(o: &Value, name: Value) -> Vec<Value> {
+    let mut v = vec![name];
+    v.extend(crate::printers::template_cells(o, "/template", None));
+    v.push(json!(format_labels(o.pointer("/template/metadata/labels"))));
+    v
 }
 
 #[cfg(test)]

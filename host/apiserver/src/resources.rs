@@ -209,6 +209,74 @@ pub fn version_priority(v: &str) -> (u8, u32, u32) {
     (level, major, minor)
 }
 
+/// What a CRD's `spec.versions` define for the resource.
+struct CrdVersions {
+    /// Served version names, in the CRD's order.
+    served: Vec<String>,
+    schemas: BTreeMap<String, Value>,
+    printer_columns: BTreeMap<String, Vec<Value>>,
+    /// Some version has a status subresource.
+    status: bool,
+    scale: Option<ScaleDef>,
+}
+
+/// Reads a CRD's `spec.versions`: served versions, schemas, printer columns
+/// and subresources; exactly one must be the storage version.
+fn crd_versions(versions: &[Value]) -> Result<CrdVersions, String> {
+    let mut out = CrdVersions {
+        served: Vec::new(),
+        schemas: BTreeMap::new(),
+        printer_columns: BTreeMap::new(),
+        status: false,
+        scale: None,
+    };
+    let mut storage = None;
+    for (i, v) in versions.iter().enumerate() {
+        let name = v
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("spec.versions[{i}].name: Required value"))?;
+        if v.get("served").and_then(Value::as_bool).unwrap_or(false) {
+            out.served.push(name.to_string());
+        }
+        if v.get("storage").and_then(Value::as_bool).unwrap_or(false) {
+            if storage.is_some() {
+                return Err("spec.versions: Invalid value: must have exactly one version marked as storage version".into());
+            }
+            storage = Some(name.to_string());
+        }
+        if let Some(s) = v.pointer("/schema/openAPIV3Schema") {
+            out.schemas.insert(name.to_string(), s.clone());
+        }
+        if let Some(c) = v.get("additionalPrinterColumns").and_then(Value::as_array) {
+            out.printer_columns.insert(name.to_string(), c.clone());
+        }
+        if v.pointer("/subresources/status").is_some() {
+            out.status = true;
+        }
+        if let Some(sc) = v.pointer("/subresources/scale") {
+            let path = |k: &str| sc.get(k).and_then(Value::as_str).map(str::to_string);
+            let required = |k: &str| {
+                path(k).ok_or_else(|| {
+                    format!("spec.versions[{i}].subresources.scale.{k}: Required value")
+                })
+            };
+            out.scale = Some(ScaleDef {
+                spec_replicas: required("specReplicasPath")?,
+                status_replicas: required("statusReplicasPath")?,
+                label_selector: path("labelSelectorPath"),
+            });
+        }
+    }
+    if storage.is_none() {
+        return Err(
+            "spec.versions: Invalid value: must have exactly one version marked as storage version"
+                .into(),
+        );
+    }
+    Ok(out)
+}
+
 /// Build the resource a CRD object defines. Errors name the offending field.
 pub fn def_from_crd(crd: &Value) -> Result<ResourceDef, String> {
     let spec = crd.get("spec").ok_or("spec: Required value")?;
@@ -262,58 +330,15 @@ pub fn def_from_crd(crd: &Value) -> Result<ResourceDef, String> {
         .and_then(Value::as_array)
         .filter(|a| !a.is_empty())
         .ok_or("spec.versions: Invalid value: null: must have exactly one version marked as storage version")?;
-    let mut served = Vec::new();
-    let mut storage = None;
-    let mut schemas = BTreeMap::new();
-    let mut printer_columns = BTreeMap::new();
-    let mut status = false;
-    let mut scale = None;
-    for (i, v) in versions.iter().enumerate() {
-        let name = v
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("spec.versions[{i}].name: Required value"))?;
-        if v.get("served").and_then(Value::as_bool).unwrap_or(false) {
-            served.push(name.to_string());
-        }
-        if v.get("storage").and_then(Value::as_bool).unwrap_or(false) {
-            if storage.is_some() {
-                return Err("spec.versions: Invalid value: must have exactly one version marked as storage version".into());
-            }
-            storage = Some(name.to_string());
-        }
-        if let Some(s) = v.pointer("/schema/openAPIV3Schema") {
-            schemas.insert(name.to_string(), s.clone());
-        }
-        if let Some(c) = v.get("additionalPrinterColumns").and_then(Value::as_array) {
-            printer_columns.insert(name.to_string(), c.clone());
-        }
-        if v.pointer("/subresources/status").is_some() {
-            status = true;
-        }
-        if let Some(sc) = v.pointer("/subresources/scale") {
-            let path = |k: &str| sc.get(k).and_then(Value::as_str).map(str::to_string);
-            scale = Some(ScaleDef {
-                spec_replicas: path("specReplicasPath").ok_or_else(|| {
-                    format!(
-                        "spec.versions[{i}].subresources.scale.specReplicasPath: Required value"
-                    )
-                })?,
-                status_replicas: path("statusReplicasPath").ok_or_else(|| {
-                    format!(
-                        "spec.versions[{i}].subresources.scale.statusReplicasPath: Required value"
-                    )
-                })?,
-                label_selector: path("labelSelectorPath"),
-            });
-        }
-    }
-    let storage = storage.ok_or(
-        "spec.versions: Invalid value: must have exactly one version marked as storage version",
-    )?;
+    let CrdVersions {
+        mut served,
+        schemas,
+        printer_columns,
+        status,
+        scale,
+    } = crd_versions(versions)?;
     // Preferred first: sort served versions by Kubernetes version priority.
     served.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
-    let _ = storage;
     Ok(ResourceDef {
         group: group.to_string(),
         versions: served,

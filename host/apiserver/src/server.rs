@@ -120,39 +120,16 @@ pub async fn start(config: Config) -> Result<RunningServer, StartError> {
         addr: config.bind,
         source,
     })?;
-    let mut store = Store::new(config.watch_history);
+    let store = Store::new(config.watch_history);
     let registry = Registry::default();
     crate::auth::endpoints::register(&registry);
-    let mut persistence = None;
-    if let Some(dir) = &config.data_dir {
-        let derr = |source| StartError::DataDir {
-            dir: dir.clone(),
-            source,
-        };
-        std::fs::create_dir_all(dir).map_err(derr)?;
-        let loaded = persistence::load(dir).map_err(derr)?;
-        for (r, _, o) in &loaded.objects {
-            if r == CRD_KEY
-                && let Ok(d) = def_from_crd(o)
-            {
-                registry.upsert(d);
-            }
+    let (store, persistence) = match &config.data_dir {
+        Some(dir) => {
+            let (store, p) = restore(dir, store, &registry)?;
+            (store, Some(p))
         }
-        let n = loaded.objects.len();
-        store.restore(loaded.rv, loaded.objects);
-        let p = Arc::new(Persistence::open(dir).map_err(derr)?);
-        p.snapshot(&store).map_err(derr)?;
-        tracing::info!(dir = %dir.display(), objects = n, "restored persisted objects");
-        let sink = p.clone();
-        store = store.with_sink(Box::new(move |e| sink.record(e)));
-        persistence = Some(p);
-    }
-    if let Some(dir) = &config.data_dir {
-        std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
-            dir: dir.clone(),
-            source,
-        })?;
-    }
+        None => (store, None),
+    };
     let auth = crate::auth::Auth::new(&config.auth, config.bind, config.data_dir.as_deref())
         .map_err(StartError::Secrets)?;
     let app = App {
@@ -196,6 +173,35 @@ pub async fn start(config: Config) -> Result<RunningServer, StartError> {
         active,
         persistence,
     })
+}
+
+/// Restores the objects persisted in `dir` (and the custom resource kinds
+/// their CRDs define), then persists every later change there.
+fn restore(
+    dir: &std::path::Path,
+    store: Store,
+    registry: &Registry,
+) -> Result<(Store, Arc<Persistence>), StartError> {
+    let derr = |source| StartError::DataDir {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(derr)?;
+    let loaded = persistence::load(dir).map_err(derr)?;
+    for (r, _, o) in &loaded.objects {
+        if r == CRD_KEY
+            && let Ok(d) = def_from_crd(o)
+        {
+            registry.upsert(d);
+        }
+    }
+    let n = loaded.objects.len();
+    store.restore(loaded.rv, loaded.objects);
+    let p = Arc::new(Persistence::open(dir).map_err(derr)?);
+    p.snapshot(&store).map_err(derr)?;
+    tracing::info!(dir = %dir.display(), objects = n, "restored persisted objects");
+    let sink = p.clone();
+    Ok((store.with_sink(Box::new(move |e| sink.record(e))), p))
 }
 
 fn bootstrap(app: &App) {

@@ -137,6 +137,89 @@ fn has_deletion_timestamp(obj: &Value) -> bool {
 }
 
 /// One page of a list.
+/// A commit's precondition against the stored object (`prev`); `delete`:
+/// the commit removes the object.
+fn check_expect(
+    expect: Expect,
+    prev: Option<&Arc<Value>>,
+    delete: bool,
+) -> Result<(), CommitError> {
+    match (expect, prev) {
+        (Expect::Absent, Some(_)) => Err(CommitError::Exists),
+        (Expect::Rv(_) | Expect::Any, None) if delete => Err(CommitError::NotFound),
+        (Expect::Rv(_), None) => Err(CommitError::NotFound),
+        (Expect::Rv(want), Some(p)) if rv_of(p) != want => Err(CommitError::Conflict),
+        _ => Ok(()),
+    }
+}
+
+impl State {
+    /// The state at `rv` of every key of `resource` changed after it (`None`:
+    /// absent then), from the history; 410 when the history no longer
+    /// reaches back to `rv`.
+    fn overlay_at(
+        &self,
+        resource: &str,
+        rv: u64,
+    ) -> Result<BTreeMap<&str, Option<&Arc<Value>>>, Gone> {
+        let mut overlay = BTreeMap::new();
+        if rv >= self.rv {
+            return Ok(overlay);
+        }
+        if rv < self.compacted {
+            return Err(Gone {
+                requested: rv,
+                oldest: self.compacted + 1,
+            });
+        }
+        for e in self.history.iter().rev() {
+            if e.rv <= rv {
+                break;
+            }
+            if &*e.resource == resource {
+                overlay.insert(e.key.as_str(), e.prev.as_ref());
+            }
+        }
+        Ok(overlay)
+    }
+
+    /// Keeps the indices (uid → object, owner uid → dependents, objects
+    /// being deleted) right after `oref` changed from `prev` to `object`.
+    fn reindex(&mut self, oref: ObjRef, prev: Option<&Value>, kind: EventKind, object: &Value) {
+        if let Some(p) = prev {
+            if kind == EventKind::Deleted
+                && let Some(u) = uid_of(p)
+            {
+                self.uids.remove(u);
+            }
+            for o in owner_uids(p) {
+                if let Some(set) = self.dependents.get_mut(o) {
+                    set.remove(&oref);
+                    if set.is_empty() {
+                        self.dependents.remove(o);
+                    }
+                }
+            }
+        }
+        if kind != EventKind::Deleted && has_deletion_timestamp(object) {
+            self.deleting.insert(oref.clone());
+        } else {
+            self.deleting.remove(&oref);
+        }
+        if kind != EventKind::Deleted {
+            if let Some(u) = uid_of(object) {
+                self.uids.insert(u.to_string(), oref.clone());
+            }
+            for o in owner_uids(object) {
+                self.dependents
+                    .entry(o.to_string())
+                    .or_default()
+                    .insert(oref.clone());
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Page {
     /// The version the page is consistent at.
@@ -256,15 +339,7 @@ impl Store {
         };
         let table = st.tables.entry(res.clone()).or_default();
         let prev = table.get(key).cloned();
-        match (expect, &prev) {
-            (Expect::Absent, Some(_)) => return Err(CommitError::Exists),
-            (Expect::Rv(_) | Expect::Any, None) if new.is_none() => {
-                return Err(CommitError::NotFound);
-            }
-            (Expect::Rv(_), None) => return Err(CommitError::NotFound),
-            (Expect::Rv(want), Some(p)) if rv_of(p) != want => return Err(CommitError::Conflict),
-            _ => {}
-        }
+        check_expect(expect, prev.as_ref(), new.is_none())?;
         st.rv += 1;
         let rv = st.rv;
         let rv_str = Value::String(rv.to_string());
@@ -291,39 +366,8 @@ impl Store {
                 (EventKind::Deleted, Arc::new(last))
             }
         };
-        // Indices: uid → object, owner uid → dependents.
         let oref: ObjRef = (res.clone(), key.to_string());
-        if let Some(p) = &prev {
-            if kind == EventKind::Deleted
-                && let Some(u) = uid_of(p)
-            {
-                st.uids.remove(u);
-            }
-            for o in owner_uids(p) {
-                if let Some(set) = st.dependents.get_mut(o) {
-                    set.remove(&oref);
-                    if set.is_empty() {
-                        st.dependents.remove(o);
-                    }
-                }
-            }
-        }
-        if kind != EventKind::Deleted && has_deletion_timestamp(&object) {
-            st.deleting.insert(oref.clone());
-        } else {
-            st.deleting.remove(&oref);
-        }
-        if kind != EventKind::Deleted {
-            if let Some(u) = uid_of(&object) {
-                st.uids.insert(u.to_string(), oref.clone());
-            }
-            for o in owner_uids(&object) {
-                st.dependents
-                    .entry(o.to_string())
-                    .or_default()
-                    .insert(oref.clone());
-            }
-        }
+        st.reindex(oref, prev.as_deref(), kind, &object);
         let event = Arc::new(Event {
             rv,
             resource: res,
@@ -394,24 +438,7 @@ impl Store {
         let empty = BTreeMap::new();
         let table = st.tables.get(resource).unwrap_or(&empty);
         let rv = at_rv.unwrap_or(st.rv);
-        // Overlay: the state at `rv` of every key changed after it.
-        let mut overlay: BTreeMap<&str, Option<&Arc<Value>>> = BTreeMap::new();
-        if rv < st.rv {
-            if rv < st.compacted {
-                return Err(Gone {
-                    requested: rv,
-                    oldest: st.compacted + 1,
-                });
-            }
-            for e in st.history.iter().rev() {
-                if e.rv <= rv {
-                    break;
-                }
-                if &*e.resource == resource {
-                    overlay.insert(e.key.as_str(), e.prev.as_ref());
-                }
-            }
-        }
+        let overlay = st.overlay_at(resource, rv)?;
         let lower = match after {
             Some(a) => std::ops::Bound::Excluded(a.to_string()),
             None => std::ops::Bound::Included(prefix.to_string()),

@@ -16,7 +16,7 @@ use crate::app::App;
 use crate::errors::ApiError;
 use crate::resources::ResourceDef;
 use crate::selectors::{FieldSelector, LabelSelector};
-use crate::store::{Event, EventKind};
+use crate::store::{Event, EventKind, Subscription};
 
 /// Where a watch starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +151,7 @@ pub fn watch(app: Arc<App>, def: Arc<ResourceDef>, version: String, p: WatchPara
     }))
 }
 
+/// One watch stream: catch up from its start, then follow the live events.
 async fn run(
     app: Arc<App>,
     def: Arc<ResourceDef>,
@@ -168,6 +169,16 @@ async fn run(
         sent: 0,
         cut_after_events: cut_events,
     };
+    let Some(sub) = catch_up(&app, &mut ctx).await else {
+        return;
+    };
+    follow(&app, &mut ctx, sub, cut_ms).await;
+}
+
+/// The watch's start: a forced 410 (fault injection), or the initial state
+/// (an ADDED per matching object, then the initial-events bookmark) and the
+/// retained events since the start. `None`: the watch has ended.
+async fn catch_up(app: &App, ctx: &mut Ctx) -> Option<Subscription> {
     let res = ctx.def.key();
     if app.faults.take_gone() {
         let rv = match ctx.p.start {
@@ -176,7 +187,7 @@ async fn run(
         };
         let err = ApiError::too_old(rv, app.store.current_rv() + 1);
         ctx.send("ERROR", &err.to_status()).await;
-        return;
+        return None;
     }
     let (initial, from) = match ctx.p.start {
         Start::CurrentState => {
@@ -186,7 +197,7 @@ async fn run(
                 Err(g) => {
                     let err = ApiError::too_old(g.requested, g.oldest);
                     ctx.send("ERROR", &err.to_status()).await;
-                    return;
+                    return None;
                 }
             }
         }
@@ -197,25 +208,32 @@ async fn run(
         Err(g) => {
             let err = ApiError::too_old(g.requested, g.oldest);
             ctx.send("ERROR", &err.to_status()).await;
-            return;
+            return None;
         }
     };
     for o in &initial {
         if ctx.matches(o) {
             let obj = ctx.present(o);
             if !ctx.send("ADDED", &obj).await {
-                return;
+                return None;
             }
         }
     }
     if ctx.p.send_initial_events && ctx.p.bookmarks && !ctx.bookmark(from, true).await {
-        return;
+        return None;
     }
     for e in &sub.backlog {
         if !ctx.event(e).await {
-            return;
+            return None;
         }
     }
+    Some(sub)
+}
+
+/// Streams the live events (and bookmarks) until the watch's timeout or an
+/// injected cut, shutdown, the client going away, or a lag (410).
+async fn follow(app: &App, ctx: &mut Ctx, sub: Subscription, cut_ms: Option<u64>) {
+    let res = ctx.def.key();
     let mut last_rv = sub.rv;
     let mut rx = sub.rx;
     let deadline = tokio::time::sleep(match cut_ms {

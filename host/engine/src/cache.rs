@@ -304,26 +304,7 @@ impl KindCache {
     /// decoded only when someone subscribed.
     fn handle(&self, ev: Event<DynamicObject>, relist: &mut Option<Relist>) {
         match ev {
-            Event::Apply(o) => {
-                let Some(entry) = self.encode(&o) else { return };
-                let old = self.write().insert(key_of(&o), entry);
-                let subs = self.subscribers();
-                if subs.is_empty() {
-                    return;
-                }
-                let same_owner = old
-                    .as_ref()
-                    .is_some_and(|e| e.owner() == controller_uid(&o));
-                let skip = |want: OldState| same_owner && want == OldState::WhenOwnerChanges;
-                let decoded = match subs.iter().all(|(_, want)| skip(*want)) {
-                    true => None,
-                    false => old.and_then(|e| self.decode(&e)),
-                };
-                for (s, want) in &subs {
-                    let old = if skip(*want) { None } else { decoded.as_ref() };
-                    s(&Change { old, new: Some(&o) });
-                }
-            }
+            Event::Apply(o) => self.applied(&o),
             Event::Delete(o) => {
                 let old = self.write().remove(&key_of(&o));
                 let subs = self.subscribers();
@@ -348,40 +329,65 @@ impl KindCache {
                 drop(st);
                 buf.insert(key, entry);
             }
-            Event::InitDone => {
-                let buf = relist.take().unwrap_or_default();
-                let mut changes: Vec<(Option<Entry>, Option<Entry>)> = Vec::new();
-                {
-                    let mut st = self.write();
-                    let gone: Vec<Arc<ObjectKey>> = st
-                        .shared_keys()
-                        .filter(|k| !buf.contains_key(&***k))
-                        .cloned()
-                        .collect();
-                    for k in gone {
-                        if let Some(old) = st.remove(&k) {
-                            changes.push((Some(old), None));
-                        }
-                    }
-                    for (k, entry) in buf {
-                        if let Some(new) = entry {
-                            let old = st.insert_shared(k, new.clone());
-                            changes.push((old, Some(new)));
-                        }
-                    }
-                }
-                self.synced_tx.send_replace(true);
-                let subs = self.subscribers();
-                if subs.is_empty() {
-                    return;
-                }
-                // One object decoded at a time: never the whole list at once.
-                for (old, new) in changes {
-                    let old = old.and_then(|e| self.decode(&e));
-                    let new = new.and_then(|e| self.decode(&e));
-                    Self::notify(&subs, old.as_ref(), new.as_ref());
+            Event::InitDone => self.relisted(relist.take().unwrap_or_default()),
+        }
+    }
+
+    /// An object added or changed: stored, and the subscribers told (with
+    /// the old state decoded only for those that want it).
+    fn applied(&self, o: &DynamicObject) {
+        let Some(entry) = self.encode(o) else { return };
+        let old = self.write().insert(key_of(o), entry);
+        let subs = self.subscribers();
+        if subs.is_empty() {
+            return;
+        }
+        let same_owner = old.as_ref().is_some_and(|e| e.owner() == controller_uid(o));
+        let skip = |want: OldState| same_owner && want == OldState::WhenOwnerChanges;
+        let decoded = match subs.iter().all(|(_, want)| skip(*want)) {
+            true => None,
+            false => old.and_then(|e| self.decode(&e)),
+        };
+        for (s, want) in &subs {
+            let old = if skip(*want) { None } else { decoded.as_ref() };
+            s(&Change { old, new: Some(o) });
+        }
+    }
+
+    /// A relist finished: the store becomes the listed objects (the ones not
+    /// listed are removed), it counts as synced, and the subscribers hear of
+    /// every difference.
+    fn relisted(&self, buf: Relist) {
+        let mut changes: Vec<(Option<Entry>, Option<Entry>)> = Vec::new();
+        {
+            let mut st = self.write();
+            let gone: Vec<Arc<ObjectKey>> = st
+                .shared_keys()
+                .filter(|k| !buf.contains_key(&***k))
+                .cloned()
+                .collect();
+            for k in gone {
+                if let Some(old) = st.remove(&k) {
+                    changes.push((Some(old), None));
                 }
             }
+            for (k, entry) in buf {
+                if let Some(new) = entry {
+                    let old = st.insert_shared(k, new.clone());
+                    changes.push((old, Some(new)));
+                }
+            }
+        }
+        self.synced_tx.send_replace(true);
+        let subs = self.subscribers();
+        if subs.is_empty() {
+            return;
+        }
+        // One object decoded at a time: never the whole list at once.
+        for (old, new) in changes {
+            let old = old.and_then(|e| self.decode(&e));
+            let new = new.and_then(|e| self.decode(&e));
+            Self::notify(&subs, old.as_ref(), new.as_ref());
         }
     }
 }

@@ -14,7 +14,7 @@ use kube::core::Selector;
 use sha2::{Digest, Sha256};
 
 use crate::candidate::{Route, StepMatch};
-use crate::crd::{RolloutPhase, RolloutPolicy, RolloutStatus};
+use crate::crd::{RolloutGates, RolloutPhase, RolloutPolicy, RolloutStatus};
 
 /// Default pause between steps.
 pub const DEFAULT_PAUSE_SECONDS: u32 = 60;
@@ -132,37 +132,8 @@ pub fn advance(
         .unwrap_or(now);
     let elapsed = now.duration_since(started);
     let secs = |s: u32| SignedDuration::from_secs(i64::from(s));
-    let max_faults = gates.max_faults.unwrap_or(0);
-    let max_permanent = gates.max_permanent_errors.unwrap_or(0);
-    let ready_percent = gates.ready_percent.unwrap_or(100);
-    let within = gates
-        .ready_within_seconds
-        .unwrap_or(DEFAULT_READY_WITHIN_SECONDS);
-    let ready_enough =
-        u64::from(seen.ready) * 100 >= u64::from(ready_percent) * u64::from(seen.migrated);
-    let failed = if seen.faults > max_faults {
-        Some(format!(
-            "step {n}: the candidate faulted {} time(s) (gate allows {max_faults})",
-            seen.faults
-        ))
-    } else if seen.permanent > max_permanent {
-        Some(format!(
-            "step {n}: the candidate returned {} permanent error(s) (gate allows {max_permanent})",
-            seen.permanent
-        ))
-    } else if !ready_enough
-        && elapsed >= secs(within)
-        // A host that just took over has not seen every migrated parent
-        // reconciled yet: judge readiness once it has, or after twice the time.
-        && (seen.answered >= seen.migrated || elapsed >= secs(within.saturating_mul(2)))
-    {
-        Some(format!(
-            "step {n}: {} of {} migrated parents Ready after {within}s (gate needs {ready_percent}%)",
-            seen.ready, seen.migrated
-        ))
-    } else {
-        None
-    };
+    let ready_enough = ready_enough(&gates, &seen);
+    let failed = failed_gate(&gates, n, &seen, elapsed);
     if let Some(why) = failed {
         st.phase = RolloutPhase::RolledBack;
         st.message = Some(format!("{why}; every parent is back on the active version"));
@@ -193,6 +164,52 @@ pub fn advance(
     st.message = Some(format!("step {} started", st.step + 1));
     let step = st.step;
     (st, Some(Transition::Advanced(step)))
+}
+
+/// Whether enough migrated parents are Ready for the gate's `readyPercent`.
+fn ready_enough(gates: &RolloutGates, seen: &Observed) -> bool {
+    let ready_percent = gates.ready_percent.unwrap_or(100);
+    u64::from(seen.ready) * 100 >= u64::from(ready_percent) * u64::from(seen.migrated)
+}
+
+/// The gate step `n` failed, if one did: too many faults, too many
+/// permanent errors, or too few Ready parents once the step had its time.
+fn failed_gate(
+    gates: &RolloutGates,
+    n: u32,
+    seen: &Observed,
+    elapsed: SignedDuration,
+) -> Option<String> {
+    let secs = |s: u32| SignedDuration::from_secs(i64::from(s));
+    let max_faults = gates.max_faults.unwrap_or(0);
+    let max_permanent = gates.max_permanent_errors.unwrap_or(0);
+    let ready_percent = gates.ready_percent.unwrap_or(100);
+    let within = gates
+        .ready_within_seconds
+        .unwrap_or(DEFAULT_READY_WITHIN_SECONDS);
+    if seen.faults > max_faults {
+        Some(format!(
+            "step {n}: the candidate faulted {} time(s) (gate allows {max_faults})",
+            seen.faults
+        ))
+    } else if seen.permanent > max_permanent {
+        Some(format!(
+            "step {n}: the candidate returned {} permanent error(s) (gate allows {max_permanent})",
+            seen.permanent
+        ))
+    } else if !ready_enough(gates, seen)
+        && elapsed >= secs(within)
+        // A host that just took over has not seen every migrated parent
+        // reconciled yet: judge readiness once it has, or after twice the time.
+        && (seen.answered >= seen.migrated || elapsed >= secs(within.saturating_mul(2)))
+    {
+        Some(format!(
+            "step {n}: {} of {} migrated parents Ready after {within}s (gate needs {ready_percent}%)",
+            seen.ready, seen.migrated
+        ))
+    } else {
+        None
+    }
 }
 
 /// A command from `wasm-reconciler rollout`.

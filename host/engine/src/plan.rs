@@ -115,20 +115,7 @@ pub async fn plan_parent(
     }
     let parent = decide::with_finalizer(target, parent, admission.finalizer);
     let mut observed = decide::observe(target, parent, snap);
-    let result = if target.selects(&observed.parent) {
-        // The related objects this parent asks for (`customize`), as the
-        // running controller narrows them (crate::related).
-        match crate::related::ask(target, &observed.parent, plugin).await {
-            Ok(selection) => {
-                selection.narrow(target, &mut observed);
-                let req = decide::request(target, &observed, now);
-                plugin.reconcile(&req, &target.limits).await
-            }
-            Err(e) => Err(e),
-        }
-    } else {
-        Ok(decide::detached())
-    };
+    let result = call_plugin(target, &mut observed, plugin, now).await;
     let current = observed.parent.data.get("status");
     let generation = observed.parent.metadata.generation;
     match decide::decide(target, &observed, snap, &result, now) {
@@ -141,58 +128,91 @@ pub async fn plan_parent(
         }
         Decision::Answered(answer) => {
             out.requeue_after_seconds = result.as_ref().ok().and_then(|r| r.requeue_after_seconds);
-            for step in &answer.children {
-                let existing = snap.child(
-                    step.kind,
-                    &ObjectKey {
-                        namespace: step.namespace.clone(),
-                        name: step.name.clone(),
-                    },
-                );
-                out.children
-                    .push(child_plan(target, step, existing.as_deref()));
-            }
-            for d in &answer.deletes {
-                let r = &target.children[d.kind].resolved.ar;
-                out.children.push(ChildPlan {
-                    api_version: r.api_version.clone(),
-                    kind: r.kind.clone(),
-                    namespace: d.namespace.clone(),
-                    name: d.name.clone(),
-                    action: PlannedAction::Delete,
-                    uid: Some(d.uid.clone()),
-                    changes: Vec::new(),
-                    message: None,
-                });
-            }
-            // Without API errors, the only problems are the known collisions.
-            let settle = answer.settle(&answer.known_problems());
-            if settle.remove_finalizer {
-                out.finalizer = Some(FinalizerChange::Remove);
-            }
-            if let Some(update) = settle
-                .status
-                .as_ref()
-                .filter(|_| target.writes_status(&observed.parent))
-            {
-                status_effect(&mut out, target, current, generation, update, now);
-            }
-            let writes = out.status_write
-                || out.finalizer.is_some()
-                || out.children.iter().any(|c| {
-                    !matches!(
-                        c.action,
-                        PlannedAction::Unchanged | PlannedAction::Leave | PlannedAction::Queued
-                    )
-                });
-            out.result = if writes {
-                ParentResult::Changes
-            } else {
-                ParentResult::Unchanged
-            };
+            render_answer(&mut out, target, snap, &observed, &answer, now);
         }
     }
     out
+}
+
+/// The plugin's answer for an observed parent the controller selects (after
+/// its `customize` answer narrowed the related objects, as the running
+/// controller does, crate::related); a detached answer for one it does not.
+async fn call_plugin(
+    target: &Target,
+    observed: &mut decide::Observed,
+    plugin: &dyn ReconcilePlugin,
+    now: &str,
+) -> Result<wr_runtime::ReconcileResponse, crate::plugin::PluginError> {
+    if !target.selects(&observed.parent) {
+        return Ok(decide::detached());
+    }
+    let selection = crate::related::ask(target, &observed.parent, plugin).await?;
+    selection.narrow(target, observed);
+    let req = decide::request(target, observed, now);
+    plugin.reconcile(&req, &target.limits).await
+}
+
+/// Renders an answered decision: every child's planned action, the
+/// deletions, the settled finalizer and status (without API errors the only
+/// problems are the known collisions), and whether anything would be written.
+fn render_answer(
+    out: &mut ParentPlan,
+    target: &Target,
+    snap: &Snapshot,
+    observed: &decide::Observed,
+    answer: &decide::Answer,
+    now: &str,
+) {
+    for step in &answer.children {
+        let existing = snap.child(
+            step.kind,
+            &ObjectKey {
+                namespace: step.namespace.clone(),
+                name: step.name.clone(),
+            },
+        );
+        out.children
+            .push(child_plan(target, step, existing.as_deref()));
+    }
+    for d in &answer.deletes {
+        let r = &target.children[d.kind].resolved.ar;
+        out.children.push(ChildPlan {
+            api_version: r.api_version.clone(),
+            kind: r.kind.clone(),
+            namespace: d.namespace.clone(),
+            name: d.name.clone(),
+            action: PlannedAction::Delete,
+            uid: Some(d.uid.clone()),
+            changes: Vec::new(),
+            message: None,
+        });
+    }
+    let settle = answer.settle(&answer.known_problems());
+    if settle.remove_finalizer {
+        out.finalizer = Some(FinalizerChange::Remove);
+    }
+    if let Some(update) = settle
+        .status
+        .as_ref()
+        .filter(|_| target.writes_status(&observed.parent))
+    {
+        let current = observed.parent.data.get("status");
+        let generation = observed.parent.metadata.generation;
+        status_effect(out, target, current, generation, update, now);
+    }
+    let writes = out.status_write
+        || out.finalizer.is_some()
+        || out.children.iter().any(|c| {
+            !matches!(
+                c.action,
+                PlannedAction::Unchanged | PlannedAction::Leave | PlannedAction::Queued
+            )
+        });
+    out.result = if writes {
+        ParentResult::Changes
+    } else {
+        ParentResult::Unchanged
+    };
 }
 
 /// How a plan shows one decided child.

@@ -222,15 +222,7 @@ async fn pass(
         return Ok(None);
     };
     if let Then::Hold { status, wait } = then {
-        tracing::debug!(
-            action = "skip",
-            "permanent error for this generation; waiting"
-        );
-        // No plugin call, but the status still says what this host decided
-        // (someone may have overwritten it since).
-        write_status(ctl, key, &api, &parent, status).await?;
-        ctl.memo.forget(key);
-        return Ok(Some(wait));
+        return hold(ctl, key, &api, &parent, status, wait).await;
     }
     let mut observed = decide::observe(&ctl.target, parent, ctl.as_ref());
     let now = now_rfc3339();
@@ -292,20 +284,53 @@ async fn pass(
         decide::decide(&ctl.target, &observed, ctl.as_ref(), &detached, &now)
     };
     let parent = observed.parent;
+    execute(ctl, key, &api, &parent, decision, memo, verdict).await
+}
+
+/// A parent held after a permanent error for this generation: no plugin
+/// call, but the status still says what this host decided (someone may have
+/// overwritten it since); looked at again when the hold ends.
+async fn hold(
+    ctl: &Arc<Controller>,
+    key: &ObjectKey,
+    api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    status: StatusUpdate,
+    wait: Duration,
+) -> Result<Option<Duration>, Fail> {
+    tracing::debug!(
+        action = "skip",
+        "permanent error for this generation; waiting"
+    );
+    write_status(ctl, key, api, parent, status).await?;
+    ctl.memo.forget(key);
+    Ok(Some(wait))
+}
+
+/// Executes a decision: a failure's status and verdict, or an answer's
+/// writes (a decorator's unselected parent gets no resync: its own changes
+/// or its attachments' bring it back).
+async fn execute(
+    ctl: &Arc<Controller>,
+    key: &ObjectKey,
+    api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    decision: Decision,
+    memo: MemoCheck,
+    verdict: &mut Option<ReconcileResult>,
+) -> Result<Option<Duration>, Fail> {
     match decision {
         Decision::Failed(f) => {
             ctl.memo.forget(key);
             *verdict = Some(f.result);
-            execute_failure(ctl, key, &api, &parent, f).await
+            execute_failure(ctl, key, api, parent, f).await
         }
-        // Decorator mode, not selected: its own changes (a matching label)
-        // or its attachments' bring it back; no resync.
-        Decision::Answered(a) if !ctl.target.selects(&parent) => {
-            execute_answer(ctl, key, &api, &parent, &a, memo)
+        Decision::Answered(a) if !ctl.target.selects(parent) => {
+            execute_answer(ctl, key, api, parent, &a, memo)
                 .await
                 .map(|_| None)
         }
-        Decision::Answered(a) => execute_answer(ctl, key, &api, &parent, &a, memo).await,
+        Decision::Answered(a) => execute_answer(ctl, key, api, parent, &a, memo).await,
     }
 }
 
@@ -995,7 +1020,7 @@ async fn patch_status(
             // re-apply children against the same lagging child caches. Any
             // other change that matters has queued another reconcile.
             match api.get_opt(&name).await {
-                Ok(Some(f)) if same_spec(w.parent, &f) => Ok(Some(f)),
+                Ok(Some(f)) if decide::same_spec(w.parent, &f) => Ok(Some(f)),
                 Ok(Some(_)) => Err(Fail::Conflict),
                 Ok(None) => Ok(None),
                 Err(e) => Err(api_fail(&e)),
@@ -1031,49 +1056,9 @@ fn status_rejected(ctl: &Controller, key: &ObjectKey, parent: &DynamicObject, e:
     ctl.status_rejected(key, &message);
 }
 
-/// True when `fresh` is the same object at the same spec generation and
-/// deletion state as `seen`, so a status computed for `seen` still applies.
-fn same_spec(seen: &DynamicObject, fresh: &DynamicObject) -> bool {
-    let (a, b) = (&seen.metadata, &fresh.metadata);
-    a.uid == b.uid
-        && a.generation.is_some()
-        && a.generation == b.generation
-        && a.deletion_timestamp.is_some() == b.deletion_timestamp.is_some()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parent(uid: &str, generation: i64, deleting: bool) -> DynamicObject {
-        let mut v = json!({"apiVersion": "x/v1", "kind": "P",
-            "metadata": {"name": "p", "uid": uid, "generation": generation}});
-        if deleting {
-            v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        }
-        serde_json::from_value(v).unwrap()
-    }
-
-    /// Rule 12 (docs/reconciliation-rules.md): after a status conflict the
-    /// status write alone is retried only while the spec the plugin answered
-    /// for still stands; anything else runs the pass again on the fresh state.
-    #[test]
-    fn rule12_a_status_conflict_retries_the_status_alone_only_for_the_same_spec() {
-        let seen = parent("u", 2, false);
-        for (fresh, status_only) in [
-            (parent("u", 2, false), true),
-            (parent("u", 3, false), false),
-            (parent("other", 2, false), false),
-            (parent("u", 2, true), false),
-        ] {
-            assert_eq!(
-                same_spec(&seen, &fresh),
-                status_only,
-                "{:?}",
-                fresh.metadata
-            );
-        }
-    }
 
     #[test]
     fn the_plugins_verdict_outranks_how_the_writes_went() {

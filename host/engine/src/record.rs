@@ -253,17 +253,36 @@ pub(crate) fn exchange(
     decision: &crate::decide::Decision,
     plugin: &str,
 ) -> Exchange {
-    use crate::apply::ChildAction;
-    let kind = |k: usize| {
-        target
-            .children
-            .get(k)
-            .map(|c| c.resolved.ar.kind.clone())
-            .unwrap_or_default()
+    let parent = &observed.parent;
+    let writes = match decision {
+        crate::decide::Decision::Answered(a) => write_refs(target, a),
+        crate::decide::Decision::Failed(_) => Vec::new(),
     };
-    // Objects from a list may lack apiVersion/kind (a real API server leaves
-    // them out of list items), so Secrets are also known by uid from the
-    // resource they were read as.
+    let secret_uids = secret_uids(target, observed);
+    Exchange {
+        controller: target.name.clone(),
+        parent: ParentRef {
+            api_version: target.parent.ar.api_version.clone(),
+            kind: target.parent.ar.kind.clone(),
+            namespace: parent.metadata.namespace.clone(),
+            name: parent.metadata.name.clone().unwrap_or_default(),
+            uid: parent.metadata.uid.clone().unwrap_or_default(),
+            generation: parent.metadata.generation,
+        },
+        request: request.clone(),
+        outcome: outcome.clone(),
+        writes,
+        plugin: plugin.to_string(),
+        limits: (&target.limits).into(),
+        secret_uids,
+    }
+}
+
+/// The uids of the Secrets a pass saw (parent, children, related), so a
+/// record can leave their data out. Objects from a list may lack
+/// apiVersion/kind (a real API server leaves them out of list items), so
+/// Secrets are known by uid from the resource they were read as.
+fn secret_uids(target: &crate::target::Target, observed: &crate::decide::Observed) -> Vec<String> {
     let is_secret = |ar: &kube::api::ApiResource| ar.group.is_empty() && ar.kind == "Secret";
     let uid = |o: &kube::api::DynamicObject| o.metadata.uid.clone();
     let mut secret_uids: Vec<String> = Vec::new();
@@ -288,47 +307,42 @@ pub(crate) fn exchange(
             secret_uids.extend(uid(o));
         }
     }
-    let parent = &observed.parent;
+    secret_uids
+}
+
+/// The child writes an answered decision makes (creates, applies,
+/// recreates, then deletes), by kind and name.
+fn write_refs(target: &crate::target::Target, a: &crate::decide::Answer) -> Vec<WriteRef> {
+    use crate::apply::ChildAction;
+    let kind = |k: usize| {
+        target
+            .children
+            .get(k)
+            .map(|c| c.resolved.ar.kind.clone())
+            .unwrap_or_default()
+    };
     let mut writes = Vec::new();
-    if let crate::decide::Decision::Answered(a) = decision {
-        for c in &a.children {
-            let verb = match c.action {
-                ChildAction::Create => "create",
-                ChildAction::Apply => "apply",
-                ChildAction::Recreate { .. } => "recreate",
-                _ => continue,
-            };
-            writes.push(WriteRef {
-                verb: verb.into(),
-                kind: kind(c.kind),
-                namespace: c.namespace.clone(),
-                name: c.name.clone(),
-            });
-        }
-        writes.extend(a.deletes.iter().map(|d| WriteRef {
-            verb: "delete".into(),
-            kind: kind(d.kind),
-            namespace: d.namespace.clone(),
-            name: d.name.clone(),
-        }));
+    for c in &a.children {
+        let verb = match c.action {
+            ChildAction::Create => "create",
+            ChildAction::Apply => "apply",
+            ChildAction::Recreate { .. } => "recreate",
+            _ => continue,
+        };
+        writes.push(WriteRef {
+            verb: verb.into(),
+            kind: kind(c.kind),
+            namespace: c.namespace.clone(),
+            name: c.name.clone(),
+        });
     }
-    Exchange {
-        controller: target.name.clone(),
-        parent: ParentRef {
-            api_version: target.parent.ar.api_version.clone(),
-            kind: target.parent.ar.kind.clone(),
-            namespace: parent.metadata.namespace.clone(),
-            name: parent.metadata.name.clone().unwrap_or_default(),
-            uid: parent.metadata.uid.clone().unwrap_or_default(),
-            generation: parent.metadata.generation,
-        },
-        request: request.clone(),
-        outcome: outcome.clone(),
-        writes,
-        plugin: plugin.to_string(),
-        limits: (&target.limits).into(),
-        secret_uids,
-    }
+    writes.extend(a.deletes.iter().map(|d| WriteRef {
+        verb: "delete".into(),
+        kind: kind(d.kind),
+        namespace: d.namespace.clone(),
+        name: d.name.clone(),
+    }));
+    writes
 }
 
 /// Hands calls to the writer thread (see the module docs).

@@ -122,34 +122,8 @@ fn validate_child(
         Some(Value::String(s)) => Some(s.as_str()),
         Some(_) => return Err(bad("metadata.namespace must be a string".into())),
     };
-    let namespace = if declared[kind_index].namespaced {
-        match (parent_ns, given_ns) {
-            (Some(p), None) => Some(p.to_string()),
-            (Some(p), Some(g)) if p == g => Some(p.to_string()),
-            (Some(p), Some(g)) => {
-                return Err(bad(format!(
-                    "metadata.namespace {g:?} differs from the parent's namespace {p:?}"
-                )));
-            }
-            (None, Some(g)) if is_dns_label(g) => Some(g.to_string()),
-            (None, _) => {
-                return Err(bad(
-                    "metadata.namespace must name a valid namespace for a cluster-scoped parent"
-                        .into(),
-                ));
-            }
-        }
-    } else {
-        if given_ns.is_some() {
-            return Err(bad("metadata.namespace set on a cluster-scoped kind".into()));
-        }
-        if parent_ns.is_some() {
-            return Err(bad(
-                "a namespaced parent cannot own a cluster-scoped child".into()
-            ));
-        }
-        None
-    };
+    let namespace =
+        child_namespace(declared[kind_index].namespaced, parent_ns, given_ns).map_err(bad)?;
     let mut object = child.clone();
     if let (Some(ns), Some(m)) = (
         &namespace,
@@ -163,6 +137,36 @@ fn validate_child(
         name: name.to_string(),
         object,
     })
+}
+
+/// The namespace a child lands in: a namespaced kind's is its parent's (it
+/// may repeat it), or, under a cluster-scoped parent, the one it names; a
+/// cluster-scoped kind has none and cannot be owned by a namespaced parent.
+fn child_namespace(
+    namespaced: bool,
+    parent_ns: Option<&str>,
+    given_ns: Option<&str>,
+) -> Result<Option<String>, String> {
+    if !namespaced {
+        if given_ns.is_some() {
+            return Err("metadata.namespace set on a cluster-scoped kind".into());
+        }
+        if parent_ns.is_some() {
+            return Err("a namespaced parent cannot own a cluster-scoped child".into());
+        }
+        return Ok(None);
+    }
+    match (parent_ns, given_ns) {
+        (Some(p), None) => Ok(Some(p.to_string())),
+        (Some(p), Some(g)) if p == g => Ok(Some(p.to_string())),
+        (Some(p), Some(g)) => Err(format!(
+            "metadata.namespace {g:?} differs from the parent's namespace {p:?}"
+        )),
+        (None, Some(g)) if is_dns_label(g) => Ok(Some(g.to_string())),
+        (None, _) => {
+            Err("metadata.namespace must name a valid namespace for a cluster-scoped parent".into())
+        }
+    }
 }
 
 fn validate_condition(i: usize, c: &Condition) -> Result<(), InvalidOutput> {

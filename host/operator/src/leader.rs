@@ -150,7 +150,7 @@ pub enum LeaderError {
     },
     /// The election task panicked or was aborted.
     #[error("leader election task ended abnormally: {0}")]
-    Task(String),
+    Task(#[source] tokio::task::JoinError),
 }
 
 /// A running election. Dropping it leaves the task running; call
@@ -192,9 +192,7 @@ impl LeaderElection {
     /// a held lease was released.
     pub async fn release(self) -> Result<bool, LeaderError> {
         self.stop.cancel();
-        self.task
-            .await
-            .map_err(|e| LeaderError::Task(e.to_string()))?
+        self.task.await.map_err(LeaderError::Task)?
     }
 
     /// Stops campaigning without touching the lease (what a crash does; tests).

@@ -273,33 +273,10 @@ impl Auth {
                 "requested impersonation of groups, uid or extra without impersonating a user",
             ));
         };
-        let ask = |group: &str, resource: &str, ns: &str, name: &str, sub: &str| Attributes {
-            verb: "impersonate".into(),
-            resource_request: true,
-            namespace: ns.into(),
-            api_group: group.into(),
-            resource: resource.into(),
-            subresource: sub.into(),
-            name: name.into(),
-            ..Default::default()
-        };
         let sa = target
             .strip_prefix("system:serviceaccount:")
             .and_then(|r| r.split_once(':'));
-        let mut asks = vec![match sa {
-            Some((ns, name)) => ask("", "serviceaccounts", ns, name, ""),
-            None => ask("", "users", "", &target, ""),
-        }];
-        asks.extend(groups.iter().map(|g| ask("", "groups", "", g, "")));
-        if let Some(u) = &uid {
-            asks.push(ask("authentication.k8s.io", "uids", "", u, ""));
-        }
-        for (k, vs) in &extra {
-            for v in vs {
-                asks.push(ask("authentication.k8s.io", "userextras", "", v, k));
-            }
-        }
-        for a in &asks {
+        for a in &impersonation_asks(&target, &groups, uid.as_deref(), &extra) {
             self.check(store, &user, a)?;
         }
         let mut out = UserInfo {
@@ -411,6 +388,44 @@ pub fn forbidden_status(group: &str, resource: &str, name: &str, err: &str) -> A
     e.group = Some(group.to_string());
     e.kind = Some(resource.to_string());
     e
+}
+
+/// What impersonating `target` (with its groups, uid and extra) asks the
+/// authoriser: `impersonate` on the user (or service account), each group,
+/// the uid and each extra value.
+fn impersonation_asks(
+    target: &str,
+    groups: &[String],
+    uid: Option<&str>,
+    extra: &BTreeMap<String, Vec<String>>,
+) -> Vec<Attributes> {
+    let ask = |group: &str, resource: &str, ns: &str, name: &str, sub: &str| Attributes {
+        verb: "impersonate".into(),
+        resource_request: true,
+        namespace: ns.into(),
+        api_group: group.into(),
+        resource: resource.into(),
+        subresource: sub.into(),
+        name: name.into(),
+        ..Default::default()
+    };
+    let sa = target
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|r| r.split_once(':'));
+    let mut asks = vec![match sa {
+        Some((ns, name)) => ask("", "serviceaccounts", ns, name, ""),
+        None => ask("", "users", "", target, ""),
+    }];
+    asks.extend(groups.iter().map(|g| ask("", "groups", "", g, "")));
+    if let Some(u) = uid {
+        asks.push(ask("authentication.k8s.io", "uids", "", u, ""));
+    }
+    for (k, vs) in extra {
+        for v in vs {
+            asks.push(ask("authentication.k8s.io", "userextras", "", v, k));
+        }
+    }
+    asks
 }
 
 #[cfg(test)]

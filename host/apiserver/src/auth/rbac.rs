@@ -128,58 +128,9 @@ pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Grante
         else {
             return;
         };
-        let name = binding
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let role_kind = binding
-            .pointer("/roleRef/kind")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let role_name = binding
-            .pointer("/roleRef/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let source = if binding_ns.is_empty() {
-            format!(
-                "ClusterRoleBinding {:?} of {role_kind} {role_name:?} to {}",
-                name,
-                describe_subject(subject, "")
-            )
-        } else {
-            let qualified = format!("{name}/{binding_ns}");
-            format!(
-                "RoleBinding {qualified:?} of {role_kind} {role_name:?} to {}",
-                describe_subject(subject, binding_ns)
-            )
-        };
-        let role = match role_kind {
-            "ClusterRole" => store.get(&format!("{GROUP}/clusterroles"), &format!("/{role_name}")),
-            "Role" if !binding_ns.is_empty() => store.get(
-                &format!("{GROUP}/roles"),
-                &format!("{binding_ns}/{role_name}"),
-            ),
-            _ => None,
-        };
-        let Some(role) = role else {
-            let what = if role_kind == "Role" {
-                "role"
-            } else {
-                "clusterrole"
-            };
-            errors.push(format!("{what}.{GROUP} {role_name:?} not found"));
-            return;
-        };
-        for r in role
-            .get("rules")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            out.push(Granted {
-                rule: Rule::from_json(r),
-                source: source.clone(),
-            });
+        match bound_rules(store, binding, binding_ns, subject) {
+            Ok(granted) => out.extend(granted),
+            Err(e) => errors.push(e),
         }
     };
     for b in all("clusterrolebindings", "") {
@@ -191,6 +142,62 @@ pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Grante
         }
     }
     (out, errors)
+}
+
+/// The rules a binding (that applies to `subject`) grants, each named by
+/// its source as kube's RBAC authoriser describes it; `Err`: the role it
+/// refers to is not there.
+fn bound_rules(
+    store: &Store,
+    binding: &Value,
+    binding_ns: &str,
+    subject: &Value,
+) -> Result<Vec<Granted>, String> {
+    let field = |p: &str| binding.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let (name, role_kind, role_name) = (
+        field("/metadata/name"),
+        field("/roleRef/kind"),
+        field("/roleRef/name"),
+    );
+    let source = if binding_ns.is_empty() {
+        format!(
+            "ClusterRoleBinding {:?} of {role_kind} {role_name:?} to {}",
+            name,
+            describe_subject(subject, "")
+        )
+    } else {
+        let qualified = format!("{name}/{binding_ns}");
+        format!(
+            "RoleBinding {qualified:?} of {role_kind} {role_name:?} to {}",
+            describe_subject(subject, binding_ns)
+        )
+    };
+    let role = match role_kind {
+        "ClusterRole" => store.get(&format!("{GROUP}/clusterroles"), &format!("/{role_name}")),
+        "Role" if !binding_ns.is_empty() => store.get(
+            &format!("{GROUP}/roles"),
+            &format!("{binding_ns}/{role_name}"),
+        ),
+        _ => None,
+    };
+    let Some(role) = role else {
+        let what = if role_kind == "Role" {
+            "role"
+        } else {
+            "clusterrole"
+        };
+        return Err(format!("{what}.{GROUP} {role_name:?} not found"));
+    };
+    Ok(role
+        .get("rules")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|r| Granted {
+            rule: Rule::from_json(r),
+            source: source.clone(),
+        })
+        .collect())
 }
 
 /// kube's `appliesToUser`: a ServiceAccount subject without a namespace

@@ -303,6 +303,8 @@ pub(crate) fn decode(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiErro
     }
 }
 
+/// One resource request after routing: the request log, the authoriser's
+/// refusal, injected faults, then the verb.
 async fn resource_request(
     app: Arc<App>,
     method: Method,
@@ -335,26 +337,13 @@ async fn resource_request(
         return e.into_response();
     }
     let decision = app.faults.decide(verb, &route.def.resource);
-    if decision.latency_ms > 0 {
-        tokio::time::sleep(Duration::from_millis(decision.latency_ms)).await;
-    }
-    let mut drop_after = false;
-    if let Some(action) = &decision.action {
-        record.fault = Some(action.name().to_string());
-        if matches!(action, FaultAction::CommitThenDrop) {
-            drop_after = true;
-        }
-        let early = fault_response(action, &route).await;
-        if let Some(r) = early {
-            record.code = if r.extensions().get::<DropConnection>().is_some() {
-                0
-            } else {
-                r.status().as_u16()
-            };
+    let drop_after = match inject_fault(&decision, &route, &mut record).await {
+        Ok(drop_after) => drop_after,
+        Err(early) => {
             app.requests.push(record);
-            return r;
+            return early;
         }
-    }
+    };
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -389,6 +378,35 @@ async fn resource_request(
     record.code = resp.status().as_u16();
     app.requests.push(record);
     resp
+}
+
+/// Serves the injected fault the request drew, if any: its latency first,
+/// then its answer instead of the request's (`Err`, with the code logged:
+/// 0 for a dropped connection). `Ok(true)`: run the request, then drop its
+/// answer (`CommitThenDrop`).
+async fn inject_fault(
+    decision: &crate::faults::Decision,
+    route: &Route,
+    record: &mut RequestRecord,
+) -> Result<bool, Response> {
+    if decision.latency_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(decision.latency_ms)).await;
+    }
+    let Some(action) = &decision.action else {
+        return Ok(false);
+    };
+    record.fault = Some(action.name().to_string());
+    match fault_response(action, route).await {
+        Some(r) => {
+            record.code = if r.extensions().get::<DropConnection>().is_some() {
+                0
+            } else {
+                r.status().as_u16()
+            };
+            Err(r)
+        }
+        None => Ok(matches!(action, FaultAction::CommitThenDrop)),
+    }
 }
 
 /// The request's verb, if the resource serves it (subresources check their own).

@@ -44,23 +44,7 @@ pub fn server_side_apply(
     schema: &Schema,
     opts: &ApplyOptions,
 ) -> Result<Value, PatchError> {
-    if !applied.is_object() {
-        return Err(PatchError::BadRequest(
-            "apply patch must be a JSON/YAML object".to_owned(),
-        ));
-    }
-    if managed::managed_fields(applied).is_some_and(|m| !m.is_null()) {
-        return Err(PatchError::BadRequest(
-            "metadata.managedFields must be nil".to_owned(),
-        ));
-    }
-    let api_version = match applied.get("apiVersion").and_then(Value::as_str) {
-        Some(v) if !v.is_empty() => v.to_owned(),
-        _ => return Err(PatchError::BadRequest("apiVersion must be set".to_owned())),
-    };
-    validate(applied, &schema.root, &mut Vec::new())
-        .map_err(|e| PatchError::Invalid(format!("failed to create typed patch object: {e}")))?;
-
+    let api_version = check_applied(applied, schema)?;
     let mut entries = current.map(managed::decode).unwrap_or_default();
     let live = current.map_or_else(
         || Value::Object(Map::new()),
@@ -74,65 +58,17 @@ pub fn server_side_apply(
 
     let mut merged = merge(&live, &config, &schema.root);
     let strip = managed::stripped();
-
-    // Prune what this manager applied last time and nobody claims now.
     if let Some(last) = &last {
-        let claimed = entries
-            .iter()
-            .fold(config_set.clone(), |acc, e| acc.union(&e.set))
-            .with_fields_as_members();
-        let prune = last
-            .set
-            .with_fields_as_members()
-            .difference(&claimed)
-            .difference(&strip);
-        if !prune.is_empty() {
-            merged =
-                remove(&merged, &prune, &schema.root).unwrap_or_else(|| Value::Object(Map::new()));
-        }
+        prune_last_applied(&mut merged, last, &entries, &config_set, &strip, schema);
     }
-
     if current.is_some() {
         keep_system_metadata(&mut merged, &live);
     }
     let cmp = compare(&live, &merged, &schema.root);
     let changed = cmp.changed().difference(&strip);
     let removed = cmp.removed.difference(&strip);
-    let mut conflicts = Vec::new();
-    for e in &entries {
-        for path in e.set.intersection(&changed).paths() {
-            let conflict = FieldConflict {
-                manager: e.manager.clone(),
-                field: path_string(&path),
-                operation: e.operation.clone(),
-                api_version: e.api_version.clone(),
-                subresource: e.subresource.clone(),
-            };
-            conflicts.push((path, conflict));
-        }
-    }
-    if !opts.force
-        && !conflicts.is_empty()
-        && opts.manager == KUBECTL
-        && let Some(allowed) = allowed_by_last_applied(&live, schema)
-    {
-        conflicts.retain(|(path, _)| !allowed.has(path));
-    }
-    if !opts.force && !conflicts.is_empty() {
-        let mut conflicts: Vec<FieldConflict> = conflicts.into_iter().map(|(_, c)| c).collect();
-        conflicts.sort_by(|a, b| {
-            (
-                a.manager.as_str(),
-                a.operation.as_str(),
-                a.api_version.as_str(),
-            )
-                .cmp(&(
-                    b.manager.as_str(),
-                    b.operation.as_str(),
-                    b.api_version.as_str(),
-                ))
-        });
-        return Err(PatchError::Conflict { conflicts });
+    if !opts.force {
+        check_conflicts(&entries, &changed, &live, schema, opts)?;
     }
     for e in &mut entries {
         e.set = e.set.difference(&changed).difference(&removed);
@@ -160,6 +96,100 @@ pub fn server_side_apply(
     }
     set_managed_fields(&mut merged, managed::encode(entries));
     Ok(merged)
+}
+
+/// An apply configuration must be an object without managedFields, with an
+/// apiVersion (returned), that fits the schema.
+fn check_applied(applied: &Value, schema: &Schema) -> Result<String, PatchError> {
+    if !applied.is_object() {
+        return Err(PatchError::BadRequest(
+            "apply patch must be a JSON/YAML object".to_owned(),
+        ));
+    }
+    if managed::managed_fields(applied).is_some_and(|m| !m.is_null()) {
+        return Err(PatchError::BadRequest(
+            "metadata.managedFields must be nil".to_owned(),
+        ));
+    }
+    let api_version = match applied.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if !v.is_empty() => v.to_owned(),
+        _ => return Err(PatchError::BadRequest("apiVersion must be set".to_owned())),
+    };
+    validate(applied, &schema.root, &mut Vec::new())
+        .map_err(|e| PatchError::Invalid(format!("failed to create typed patch object: {e}")))?;
+    Ok(api_version)
+}
+
+/// Prunes what this manager applied last time and nobody claims now (not
+/// this configuration, not another manager).
+fn prune_last_applied(
+    merged: &mut Value,
+    last: &Entry,
+    others: &[Entry],
+    config_set: &FieldSet,
+    strip: &FieldSet,
+    schema: &Schema,
+) {
+    let claimed = others
+        .iter()
+        .fold(config_set.clone(), |acc, e| acc.union(&e.set))
+        .with_fields_as_members();
+    let prune = last
+        .set
+        .with_fields_as_members()
+        .difference(&claimed)
+        .difference(strip);
+    if !prune.is_empty() {
+        *merged = remove(merged, &prune, &schema.root).unwrap_or_else(|| Value::Object(Map::new()));
+    }
+}
+
+/// Changing a value another manager owns is a conflict listing every such
+/// field (sorted by manager, operation, apiVersion), except what kubectl's
+/// last-applied annotation allows it to take.
+fn check_conflicts(
+    entries: &[Entry],
+    changed: &FieldSet,
+    live: &Value,
+    schema: &Schema,
+    opts: &ApplyOptions,
+) -> Result<(), PatchError> {
+    let mut conflicts = Vec::new();
+    for e in entries {
+        for path in e.set.intersection(changed).paths() {
+            let conflict = FieldConflict {
+                manager: e.manager.clone(),
+                field: path_string(&path),
+                operation: e.operation.clone(),
+                api_version: e.api_version.clone(),
+                subresource: e.subresource.clone(),
+            };
+            conflicts.push((path, conflict));
+        }
+    }
+    if !conflicts.is_empty()
+        && opts.manager == KUBECTL
+        && let Some(allowed) = allowed_by_last_applied(live, schema)
+    {
+        conflicts.retain(|(path, _)| !allowed.has(path));
+    }
+    if conflicts.is_empty() {
+        return Ok(());
+    }
+    let mut conflicts: Vec<FieldConflict> = conflicts.into_iter().map(|(_, c)| c).collect();
+    conflicts.sort_by(|a, b| {
+        (
+            a.manager.as_str(),
+            a.operation.as_str(),
+            a.api_version.as_str(),
+        )
+            .cmp(&(
+                b.manager.as_str(),
+                b.operation.as_str(),
+                b.api_version.as_str(),
+            ))
+    });
+    Err(PatchError::Conflict { conflicts })
 }
 
 /// Drops what this write may not set (kube-apiserver's reset fields): a

@@ -203,48 +203,7 @@ fn workload(kind: &str, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
                     "`selector` does not match template `labels`",
                 ));
             }
-            Some(sel) => {
-                let syntax = check_selector(sel, "spec.selector");
-                let bad_syntax = !syntax.is_empty();
-                out.extend(syntax);
-                let empty = sel
-                    .get("matchLabels")
-                    .and_then(Value::as_object)
-                    .is_none_or(Map::is_empty)
-                    && sel
-                        .get("matchExpressions")
-                        .and_then(Value::as_array)
-                        .is_none_or(Vec::is_empty);
-                if empty {
-                    out.push(invalid_raw(
-                        "spec.selector",
-                        &go_json_selector(sel),
-                        &format!("empty selector is invalid for {}", kind.to_lowercase()),
-                    ));
-                }
-                if bad_syntax {
-                    out.push(invalid_raw(
-                        "spec.selector",
-                        &go_json_selector(sel),
-                        "invalid label selector",
-                    ));
-                } else if !empty && !selector_matches(sel, tmpl_labels) {
-                    out.push(invalid_raw(
-                        "spec.template.metadata.labels",
-                        &go_json_map(tmpl_labels),
-                        "`selector` does not match template `labels`",
-                    ));
-                }
-                if let Some(old_sel) = old.and_then(|o| o.pointer("/spec/selector"))
-                    && old_sel != sel
-                {
-                    out.push(invalid_raw(
-                        "spec.selector",
-                        &go_json_selector(sel),
-                        "field is immutable",
-                    ));
-                }
-            }
+            Some(sel) => out.extend(workload_selector(kind, sel, tmpl_labels, old)),
         }
     }
     // The pod template comes right after the selector checks.
@@ -264,6 +223,58 @@ fn workload(kind: &str, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
                 ));
             }
         }
+    }
+    out
+}
+
+/// A workload's label selector: valid syntax, not empty, matching the pod
+/// template's labels, and unchanged on update.
+fn workload_selector(
+    kind: &str,
+    sel: &Value,
+    tmpl_labels: Option<&Map<String, Value>>,
+    old: Option<&Value>,
+) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let syntax = check_selector(sel, "spec.selector");
+    let bad_syntax = !syntax.is_empty();
+    out.extend(syntax);
+    let empty = sel
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .is_none_or(Map::is_empty)
+        && sel
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty);
+    if empty {
+        out.push(invalid_raw(
+            "spec.selector",
+            &go_json_selector(sel),
+            &format!("empty selector is invalid for {}", kind.to_lowercase()),
+        ));
+    }
+    if bad_syntax {
+        out.push(invalid_raw(
+            "spec.selector",
+            &go_json_selector(sel),
+            "invalid label selector",
+        ));
+    } else if !empty && !selector_matches(sel, tmpl_labels) {
+        out.push(invalid_raw(
+            "spec.template.metadata.labels",
+            &go_json_map(tmpl_labels),
+            "`selector` does not match template `labels`",
+        ));
+    }
+    if let Some(old_sel) = old.and_then(|o| o.pointer("/spec/selector"))
+        && old_sel != sel
+    {
+        out.push(invalid_raw(
+            "spec.selector",
+            &go_json_selector(sel),
+            "field is immutable",
+        ));
     }
     out
 }

@@ -437,6 +437,18 @@ pub struct Answer {
     pub rollout: Option<rolling::Rollout>,
 }
 
+/// Rule 12: after a status write met a conflict, whether the status computed
+/// for `seen` still applies to the `fresh` read — the same object at the
+/// same spec generation and deletion state — so the status write alone is
+/// retried; anything else runs the pass again on the fresh state.
+pub fn same_spec(seen: &DynamicObject, fresh: &DynamicObject) -> bool {
+    let (a, b) = (&seen.metadata, &fresh.metadata);
+    a.uid == b.uid
+        && a.generation.is_some()
+        && a.generation == b.generation
+        && a.deletion_timestamp.is_some() == b.deletion_timestamp.is_some()
+}
+
 /// The result of [`decide`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {

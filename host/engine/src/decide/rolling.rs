@@ -208,6 +208,9 @@ pub fn gate(
     Some(summarize(target, &kinds, steps))
 }
 
+/// Gates one rolling kind's changed children: counts them, finds the
+/// unavailable ones and a stalled one, and lets as many updates through as
+/// the kind's `maxUnavailable` leaves room for (unhealthy children first).
 fn gate_kind(
     target: &Target,
     k: usize,
@@ -215,10 +218,34 @@ fn gate_kind(
     src: &dyn Source,
     now: Option<Timestamp>,
 ) -> KindRollout {
-    let child = &target.children[k];
-    let rolling = &child.rolling;
+    let rolling = &target.children[k].rolling;
+    let (mut r, changed) = survey(target, k, steps, src);
+    if let Some(now) = now {
+        apply_deadline(&mut r, rolling.deadline, now);
+    }
+    admit_updates(&mut r, rolling.max_unavailable, changed, steps);
+    r
+}
+
+/// The children of kind `k` to change, unhealthy ones first (they cannot
+/// make availability worse).
+struct Changed {
+    broken: Vec<usize>,
+    healthy: Vec<usize>,
+}
+
+/// Counts kind `k`'s children, notes the unavailable ones (not created yet,
+/// being deleted, failing their status checks) and sorts the ones to change
+/// by their health.
+fn survey(
+    target: &Target,
+    k: usize,
+    steps: &[ChildStep],
+    src: &dyn Source,
+) -> (KindRollout, Changed) {
+    let rolling = &target.children[k].rolling;
     let mut r = KindRollout {
-        kind: child.resolved.ar.kind.clone(),
+        kind: target.children[k].resolved.ar.kind.clone(),
         total: 0,
         updated: 0,
         unavailable: Vec::new(),
@@ -226,7 +253,10 @@ fn gate_kind(
         stalled: None,
         recheck: None,
     };
-    let (mut broken, mut healthy) = (Vec::new(), Vec::new());
+    let mut changed = Changed {
+        broken: Vec::new(),
+        healthy: Vec::new(),
+    };
     for (i, step) in steps.iter().enumerate().filter(|(_, s)| s.kind == k) {
         r.total += 1;
         let observed = || {
@@ -273,36 +303,56 @@ fn gate_kind(
             | ChildAction::Recreate { .. }
             | ChildAction::Adopt
             | ChildAction::TakeOver => match observed().map(|o| verdict(&o)) {
-                Some(Ok(())) => healthy.push(i),
-                _ => broken.push(i),
+                Some(Ok(())) => changed.healthy.push(i),
+                _ => changed.broken.push(i),
             },
             ChildAction::Left | ChildAction::Collision(_) | ChildAction::Queued(_) => {}
         }
     }
-    if let Some(now) = now {
-        for u in &r.unavailable {
-            let Some(since) = u.since else { continue };
-            let waited = Duration::try_from(now.duration_since(since)).unwrap_or_default();
-            if waited >= rolling.deadline {
-                if r.stalled.is_none() {
-                    r.stalled = Some((u.step, u.why.clone()));
-                }
-            } else {
-                let left = rolling.deadline - waited;
-                r.recheck = Some(r.recheck.map_or(left, |d| d.min(left)));
+    (r, changed)
+}
+
+/// The progress deadline: the first child unavailable for longer stalls the
+/// kind; otherwise the earliest deadline still ahead is when to look again.
+fn apply_deadline(r: &mut KindRollout, deadline: Duration, now: Timestamp) {
+    for u in &r.unavailable {
+        let Some(since) = u.since else { continue };
+        let waited = Duration::try_from(now.duration_since(since)).unwrap_or_default();
+        if waited >= deadline {
+            if r.stalled.is_none() {
+                r.stalled = Some((u.step, u.why.clone()));
             }
+        } else {
+            let left = deadline - waited;
+            r.recheck = Some(r.recheck.map_or(left, |d| d.min(left)));
         }
     }
+}
+
+/// Lets through as many changes as `max_unavailable` leaves room for (none
+/// when stalled); the rest become [`ChildAction::Queued`], naming the child
+/// they wait for.
+fn admit_updates(
+    r: &mut KindRollout,
+    max_unavailable: usize,
+    changed: Changed,
+    steps: &mut [ChildStep],
+) {
     let slots = match r.stalled {
         Some(_) => 0,
-        None => rolling.max_unavailable.saturating_sub(r.unavailable.len()),
+        None => max_unavailable.saturating_sub(r.unavailable.len()),
     };
     let waiting_for = r
         .stalled
         .as_ref()
         .map(|(i, _)| *i)
         .or(r.unavailable.first().map(|u| u.step));
-    for (n, i) in broken.into_iter().chain(healthy).enumerate() {
+    for (n, i) in changed
+        .broken
+        .into_iter()
+        .chain(changed.healthy)
+        .enumerate()
+    {
         if n < slots {
             r.updating.push(i);
         } else {
@@ -313,7 +363,6 @@ fn gate_kind(
             steps[i].action = ChildAction::Queued(why);
         }
     }
-    r
 }
 
 /// One condition for all rolling kinds: `Stalled` outranks `Progressing`,

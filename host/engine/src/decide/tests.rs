@@ -584,6 +584,36 @@ fn rule11_the_plugins_events_are_recorded_on_the_parent() {
 /// `to_json` builds the plugin's view from the object's parts: it must be
 /// exactly what serialising the whole object gives (same keys, same order),
 /// minus `managedFields`.
+/// Rule 12: after a status conflict the status write alone is retried only
+/// while the spec the plugin answered for still stands; anything else runs
+/// the pass again on the fresh state. (The retry itself is executed by
+/// `reconcile.rs`; end to end in `engine_scenarios.rs`.)
+#[test]
+fn rule12_a_status_conflict_retries_the_status_alone_only_for_the_same_spec() {
+    let obj = |uid: &str, generation: i64, deleting: bool| -> DynamicObject {
+        let mut v = json!({"apiVersion": "x/v1", "kind": "P",
+            "metadata": {"name": "p", "uid": uid, "generation": generation}});
+        if deleting {
+            v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        serde_json::from_value(v).unwrap()
+    };
+    let seen = obj("u", 2, false);
+    for (fresh, status_only) in [
+        (obj("u", 2, false), true),
+        (obj("u", 3, false), false),
+        (obj("other", 2, false), false),
+        (obj("u", 2, true), false),
+    ] {
+        assert_eq!(
+            same_spec(&seen, &fresh),
+            status_only,
+            "{:?}",
+            fresh.metadata
+        );
+    }
+}
+
 #[test]
 fn to_json_is_the_serialised_object_without_managed_fields() {
     let untyped = DynamicObject {
