@@ -9,10 +9,7 @@ use serde_json::{Value, json};
 use wr_tests::cluster::*;
 
 fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    wr_tests::logs::init();
 }
 
 fn example(path: &str) -> Result<Value> {

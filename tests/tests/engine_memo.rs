@@ -22,10 +22,7 @@ use wr_tests::cluster::*;
 const FM: &str = "wasm-reconciler/widgets";
 
 fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    wr_tests::logs::init();
 }
 
 /// A [`ScriptPlugin`] that declares, as a 0.2.0 component does through

@@ -34,10 +34,7 @@ use wr_apiserver::RequestRecord;
 use wr_tests::cluster::*;
 
 fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    wr_tests::logs::init();
 }
 
 /// Starts a cluster and a Widget controller whose ConfigMap children use `method`
