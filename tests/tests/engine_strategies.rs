@@ -23,6 +23,10 @@
 //! "created" event (and the API server sees one more write) for a child that
 //! already existed. Telling 201 from 200 (or comparing the returned uid /
 //! creationTimestamp with the pass start) before recording would fix it.
+//! (Both are fixed: `apply::create` tells 201 from 200, and a pass now waits
+//! until the child caches show the host's own last child writes,
+//! `wr_engine::own_writes`, so a Recreate is neither deleted twice nor
+//! created twice on a lagging cache.)
 
 use std::sync::Arc;
 
