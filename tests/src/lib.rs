@@ -3,6 +3,7 @@ pub mod audit;
 pub mod bench;
 pub mod cluster;
 pub mod languages;
+pub mod logs;
 pub mod plugins;
 pub mod real_cluster;
 pub mod reload;

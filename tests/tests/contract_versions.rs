@@ -271,10 +271,7 @@ async fn ready(api: &Api<DynamicObject>, name: &str) -> Result<DynamicObject> {
 /// server, and each WasmController reports the contract its plugin implements.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_and_new_contract_components_reconcile_in_one_host() -> Result<()> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    wr_tests::logs::init();
     let mut env = Env::start_with_wasm().await?;
     install_crd(&env.client, example("static-site/crd.yaml")?).await?;
     install_crd(&env.client, example("tombstone/crd.yaml")?).await?;

@@ -9,10 +9,7 @@ use serde_json::{Value, json};
 use wr_tests::cluster::*;
 
 fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    wr_tests::logs::init();
 }
 
 fn example(path: &str) -> Result<Value> {
@@ -140,8 +137,29 @@ async fn static_site_happy_path() -> Result<()> {
             )
             .await?;
     }
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    for res in ["deployments", "services", "configmaps"] {
+    // Barrier, not a sleep: a spec change after the touches. The parent's
+    // passes run one at a time in the order of its changes, so once the
+    // Deployment shows it, every pass the touches triggered has finished,
+    // and the only child write is the one the spec change asks for.
+    sites
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await?;
+    ready_for_generation(&sites, "web").await?;
+    eventually("deployment scaled after the touches", 10, || async {
+        (deployments.get("web").await.ok()?.data["spec"]["replicas"] == 4).then_some(())
+    })
+    .await?;
+    let deployment_writes = env.writes("deployments", None);
+    assert_eq!(
+        deployment_writes.len(),
+        1,
+        "only the scale-up: {deployment_writes:?}"
+    );
+    for res in ["services", "configmaps"] {
         assert!(
             env.writes(res, None).is_empty(),
             "{res} written: {:?}",

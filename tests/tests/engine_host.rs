@@ -9,9 +9,8 @@
 //! Logs are captured at the default level (`warn`) by one subscriber for the
 //! whole binary; tests tell their lines apart by unique controller names.
 
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
@@ -28,45 +27,14 @@ use wr_tests::reload::{condition, controller_events};
 
 // ---------------------------------------------------------------- log capture
 
-static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Captures every log line at `warn` and above: the CLI's default filter.
 fn capture_logs() {
-    let buf = LOGS
-        .get_or_init(|| Arc::new(Mutex::new(Vec::new())))
-        .clone();
-    let _ = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .with_writer(move || Capture(buf.clone()))
-        .try_init();
+    wr_tests::logs::init();
 }
 
 /// Captured lines that contain every one of `parts`.
 fn log_lines(parts: &[&str]) -> Vec<String> {
-    let Some(buf) = LOGS.get() else {
-        return Vec::new();
-    };
-    let text = String::from_utf8_lossy(&buf.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
-    text.lines()
-        .filter(|l| parts.iter().all(|p| l.contains(p)))
-        .map(str::to_string)
-        .collect()
+    wr_tests::logs::lines(parts)
 }
 
 // ------------------------------------------------------------------ helpers

@@ -19,10 +19,7 @@ const FAULTS: &str = "needs the embedded API server's fault injection";
 const FM: &str = "wasm-reconciler/widgets";
 
 fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    wr_tests::logs::init();
 }
 
 async fn setup(finalize: bool) -> Result<(Env, Arc<ScriptPlugin>)> {

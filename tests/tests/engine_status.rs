@@ -17,10 +17,7 @@ use wr_tests::cluster::*;
 const FM: &str = "wasm-reconciler/widgets";
 
 fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    wr_tests::logs::init();
 }
 
 /// The standard ConfigMap children plus a plugin condition and a plugin status

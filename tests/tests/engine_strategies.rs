@@ -23,6 +23,10 @@
 //! "created" event (and the API server sees one more write) for a child that
 //! already existed. Telling 201 from 200 (or comparing the returned uid /
 //! creationTimestamp with the pass start) before recording would fix it.
+//! (Both are fixed: `apply::create` tells 201 from 200, and a pass now waits
+//! until the child caches show the host's own last child writes,
+//! `wr_engine::own_writes`, so a Recreate is neither deleted twice nor
+//! created twice on a lagging cache.)
 
 use std::sync::Arc;
 
@@ -34,10 +38,7 @@ use wr_apiserver::RequestRecord;
 use wr_tests::cluster::*;
 
 fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    wr_tests::logs::init();
 }
 
 /// Starts a cluster and a Widget controller whose ConfigMap children use `method`

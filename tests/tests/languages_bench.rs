@@ -4,7 +4,7 @@
 //! load, per-call latency p50/p99). Ignored by default; run with
 //!
 //!     plugins/languages/build-all.sh --no-test && \
-//!     cargo test -p wr-tests --test languages_bench -- --ignored --nocapture
+//!     cargo test -p wr-tests --test suite -- languages_bench:: --ignored --nocapture
 //!
 //! Timings are printed, never asserted. `WR_BENCH_LANGS=rust,go` keeps only
 //! those rows; `WR_BENCH_EXTRA=name=path.wasm,...` adds rows for other

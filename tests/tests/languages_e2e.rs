@@ -54,10 +54,7 @@ const FIRST_READY_SECS: u64 = 300;
 const FOLLOW_SECS: u64 = 60;
 
 fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    wr_tests::logs::init();
 }
 
 fn example(file: &str) -> Result<Value> {

@@ -33,10 +33,7 @@ const GROUPS: &[&str] = &[
 ];
 
 fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    wr_tests::logs::init();
 }
 
 fn child(parent: &str, suffix: &str, data: Value, labels: Value) -> Value {

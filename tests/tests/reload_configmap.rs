@@ -16,10 +16,7 @@ use wr_tests::cluster::*;
 use wr_tests::reload::*;
 
 fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    wr_tests::logs::init();
 }
 
 /// (parent, version) of every plugin call, in the order the calls started.

@@ -26,10 +26,7 @@ use wr_tests::reload::*;
 type CallLog = Arc<Mutex<Vec<(String, &'static str)>>>;
 
 fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    wr_tests::logs::init();
 }
 
 fn name_of(req: &wr_runtime::ReconcileRequest) -> String {

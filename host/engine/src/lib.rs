@@ -26,6 +26,7 @@ pub mod loads;
 pub mod manager;
 mod memo;
 pub mod observe;
+pub mod own_writes;
 pub mod plan;
 pub mod plugin;
 pub mod plugin_source;

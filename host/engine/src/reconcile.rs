@@ -28,6 +28,7 @@ use crate::errors::{ApiErrorClass, classify, is_precondition_failure};
 use crate::events::{EventKind, Regarding};
 use crate::finalize;
 use crate::observe::{ReconcileReport, ReconcileResult};
+use crate::own_writes::Left;
 use crate::plugin::PluginError;
 use crate::queue::{ObjectKey, Outcome};
 use crate::status::{StatusUpdate, merge_patch};
@@ -162,6 +163,7 @@ fn forget(ctl: &Controller, key: &ObjectKey) {
     ctl.status_accepted(key);
     ctl.selections.forget(key);
     ctl.memo.forget_parent(key);
+    ctl.own_writes.forget(key);
 }
 
 fn parent_api(ctl: &Controller, key: &ObjectKey) -> Api<DynamicObject> {
@@ -210,6 +212,46 @@ struct ChildProblem {
     retry: Option<Fail>,
 }
 
+/// How long the child writes of `key`'s last pass may still take to show in
+/// the child caches ([`crate::own_writes`]); `None`: all shown.
+fn unshown_writes(ctl: &Controller, key: &ObjectKey) -> Option<Duration> {
+    ctl.own_writes.unshown(key, |kind, child| {
+        let c = ctl.child(kind, child)?;
+        let m = &c.metadata;
+        Some((m.uid.clone()?, m.resource_version.clone()?))
+    })
+}
+
+/// Records what a child write left on the server for `on`'s next pass.
+fn wrote(ctl: &Controller, on: &Regarding, kind: usize, child: ObjectKey, left: Left) {
+    let parent = ObjectKey {
+        namespace: on.namespace.clone(),
+        name: on.name.clone(),
+    };
+    ctl.own_writes.wrote(&parent, kind, child, left);
+}
+
+/// The key of a child step.
+fn step_key(step: &ChildStep) -> ObjectKey {
+    ObjectKey {
+        namespace: step.namespace.clone(),
+        name: step.name.clone(),
+    }
+}
+
+/// Records the resourceVersion a child write left, if the server returned one.
+fn wrote_version(ctl: &Controller, on: &Regarding, step: &ChildStep, stored: &DynamicObject) {
+    if let Some(rv) = &stored.metadata.resource_version {
+        wrote(
+            ctl,
+            on,
+            step.kind,
+            step_key(step),
+            Left::Version(rv.clone()),
+        );
+    }
+}
+
 /// One pass: admission, plugin call, decision, execution.
 async fn pass(
     ctl: &Arc<Controller>,
@@ -217,6 +259,13 @@ async fn pass(
     parent: DynamicObject,
     verdict: &mut Option<ReconcileResult>,
 ) -> Result<Option<Duration>, Fail> {
+    if let Some(wait) = unshown_writes(ctl, key) {
+        tracing::debug!(
+            action = "wait-cache",
+            "the child caches have not shown this host's last writes; their watch events queue the parent again"
+        );
+        return Ok(Some(wait));
+    }
     let api = parent_api(ctl, key);
     let Some((parent, then)) = admit(ctl, key, &api, parent).await? else {
         return Ok(None);
@@ -604,6 +653,11 @@ async fn delete_child(
     let api = child_api(ctl, d.kind, d.namespace.as_deref());
     match apply::delete(&api, &d.name, &d.uid).await {
         Ok(()) => {
+            let child = ObjectKey {
+                namespace: d.namespace.clone(),
+                name: d.name.clone(),
+            };
+            wrote(ctl, on, d.kind, child, Left::Gone(d.uid.clone()));
             ctl.events.record(
                 on,
                 EventKind::Normal,
@@ -714,11 +768,13 @@ async fn create_child(
     tracing::info!(action = "create-child", child = %label, "creating child");
     match apply::create(api, &step.name, &step.object, &ctl.target.field_manager).await {
         Ok(c) if !c.created => {
+            wrote_version(ctl, on, step, &c.object);
             tracing::debug!(action = "create-child", child = %label, "child already there (cache lagging); nothing changed");
             // The cache has not seen it yet: its watch event is on the way.
             Ok(Created::Done(true))
         }
-        Ok(_) => {
+        Ok(c) => {
+            wrote_version(ctl, on, step, &c.object);
             ctl.events.record(
                 on,
                 EventKind::Normal,
@@ -768,6 +824,7 @@ async fn update_child(
             // The server changed it only if its resourceVersion moved: then
             // its watch event will trigger another pass.
             let changed = seen_rv.is_some() && stored.metadata.resource_version != seen_rv;
+            wrote_version(ctl, on, step, &stored);
             ctl.events.record(
                 on,
                 EventKind::Normal,
@@ -796,7 +853,8 @@ async fn adopt_child(
     };
     tracing::info!(action = reason, child = %label, "taking over child");
     match crate::adopt::take_over(api, &step.name, &step.object, &ctl.target.field_manager).await {
-        Ok(_) => {
+        Ok(stored) => {
+            wrote_version(ctl, on, step, &stored);
             ctl.events
                 .record(on, EventKind::Normal, reason, &format!("{what} {label}"));
             Ok(())
@@ -823,6 +881,13 @@ async fn recreate_child(
     tracing::info!(action = "recreate-child", child = %label, "deleting child to recreate it");
     match apply::delete(api, &step.name, uid).await {
         Ok(()) => {
+            wrote(
+                ctl,
+                on,
+                step.kind,
+                step_key(step),
+                Left::Gone(uid.to_string()),
+            );
             ctl.events.record(
                 on,
                 EventKind::Normal,

@@ -6,7 +6,7 @@
 //!
 //! ```sh
 //! eval "$(cargo run -p wr-tests --bin real-cluster -- up --dir /tmp/wr-real)"
-//! cargo test -p wr-tests --test engine_scenarios
+//! cargo test -p wr-tests --test suite -- engine_scenarios::
 //! cargo run -p wr-tests --bin real-cluster -- down --dir /tmp/wr-real
 //! ```
 

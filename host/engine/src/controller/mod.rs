@@ -247,6 +247,7 @@ pub(crate) async fn start(
         selections: Default::default(),
         recorder: settings.recorder.clone(),
         memo: crate::memo::MemoTable::new(spec.plugin.memoize),
+        own_writes: Default::default(),
         candidate: RwLock::new(settings.candidate.clone()),
         target,
     });

@@ -86,6 +86,8 @@ pub(crate) struct Controller {
     pub recorder: Option<Arc<crate::record::Recorder>>,
     /// Per parent: the inputs of the last quiet plugin call (rule 13).
     pub memo: crate::memo::MemoTable,
+    /// Per parent: child writes the child caches have not shown yet.
+    pub own_writes: crate::own_writes::OwnWrites,
     /// The candidate version and the parents it serves (shadow, canary).
     pub candidate: RwLock<Option<Arc<crate::candidate::Installed>>>,
 }
