@@ -111,3 +111,28 @@ async fn pause_resume_and_status_drive_a_running_rollout() -> Result<()> {
     env.stop_manager().await;
     Ok(())
 }
+
+/// A newcomer who runs `rollout status` beside `dev` without `--kubeconfig`
+/// (no `$KUBECONFIG`, no `~/.kube/config`, not in a pod) is told which flag
+/// to pass, not only kube's list of places it looked.
+#[test]
+fn without_a_kubeconfig_the_error_says_to_pass_one() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_wasm-reconciler"))
+        .args(["rollout", "status", "--controller", "static-site"])
+        .env("HOME", home.path())
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .output()
+        .expect("cannot run wasm-reconciler");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "succeeded without a cluster: {stderr}"
+    );
+    assert!(
+        stderr.contains("pass --kubeconfig FILE") && stderr.contains("dev.kubeconfig"),
+        "the error does not say what to pass:\n{stderr}"
+    );
+}

@@ -24,10 +24,20 @@ pub async fn connect(
             kube::Config::from_custom_kubeconfig(kc, &options).await?
         }
         None if context.is_some() => kube::Config::from_kubeconfig(&options).await?,
-        None => kube::Config::infer().await?,
+        None => infer().await?,
     };
     config
         .headers
         .push(("user-agent".parse()?, user_agent.parse()?));
     kube::Client::try_from(config).context("building the API client")
+}
+
+/// The cluster from `$KUBECONFIG`, `~/.kube/config` or the in-cluster
+/// environment; when there is none, an error that says what to pass (kube's
+/// own lists every place it looked but not the flag).
+pub async fn infer() -> anyhow::Result<kube::Config> {
+    kube::Config::infer().await.context(
+        "no cluster to talk to: pass --kubeconfig FILE (e.g. the dev.kubeconfig \
+         that `wasm-reconciler dev` writes) or set KUBECONFIG",
+    )
 }
