@@ -104,10 +104,15 @@ async fn pause_resume_and_status_drive_a_running_rollout() -> Result<()> {
     let v: serde_json::Value = serde_json::from_str(&out)?;
     assert_eq!(v["rollout"]["phase"], json!("Progressing"));
 
-    // A controller without a rollout: a clear error, exit code 1.
+    // A controller that does not exist: one clear line naming it (not
+    // kube's debug dump of the Status), exit code 1.
     let (ok, _, err) = run_cli(&kubeconfig, &["promote", "--controller", "missing"]).await;
     assert!(!ok);
-    assert!(err.contains("WasmController missing"), "{err}");
+    assert!(
+        err.contains("WasmController \"missing\" not found"),
+        "{err}"
+    );
+    assert!(!err.contains("Status {"), "debug dump in the error: {err}");
     env.stop_manager().await;
     Ok(())
 }

@@ -91,11 +91,8 @@ async fn rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
         USER_AGENT,
     )
     .await?;
-    let api: Api<WasmController> = Api::all(client);
-    let wc = api
-        .get(&args.controller)
-        .await
-        .with_context(|| format!("reading WasmController {}", args.controller))?;
+    let api: Api<WasmController> = Api::all(client.clone());
+    let wc = super::user_client::get_controller(client, &args.controller).await?;
     let Some(cmd) = args.action.command() else {
         print_status(&wc, args.output)?;
         return Ok(ExitCode::SUCCESS);

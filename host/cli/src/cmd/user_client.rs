@@ -41,3 +41,25 @@ pub async fn infer() -> anyhow::Result<kube::Config> {
          that `wasm-reconciler dev` writes) or set KUBECONFIG",
     )
 }
+
+/// The WasmController `name`, with an error a user can act on: kube's own
+/// error for an API failure prints the whole `Status` in debug form.
+pub async fn get_controller(
+    client: kube::Client,
+    name: &str,
+) -> anyhow::Result<wr_engine::crd::WasmController> {
+    let api: kube::Api<wr_engine::crd::WasmController> = kube::Api::all(client);
+    match api.get(name).await {
+        Ok(wc) => Ok(wc),
+        Err(kube::Error::Api(s)) if s.code == 404 => anyhow::bail!(
+            "WasmController {name:?} not found (`kubectl get wasmcontrollers` lists them)"
+        ),
+        Err(kube::Error::Api(s)) => anyhow::bail!(
+            "reading WasmController {name:?}: {} ({}, HTTP {})",
+            s.message,
+            s.reason,
+            s.code
+        ),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("reading WasmController {name:?}"))),
+    }
+}
