@@ -141,3 +141,56 @@ fn without_a_kubeconfig_the_error_says_to_pass_one() {
         "the error does not say what to pass:\n{stderr}"
     );
 }
+
+/// "Break the candidate and watch the rollback": a candidate that answers a
+/// permanent error fails the gate, and the parent it broke goes back to the
+/// active version *and is reconciled by it* — not held with the candidate's
+/// error until its spec changes or the resync period (an hour here) passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_broken_by_a_rolled_back_candidate_is_ready_again() -> Result<()> {
+    let mut env = Env::start().await?;
+    env.namespace("rb").await?;
+    let v1 = env.plugin_file(
+        "rb-v1",
+        ScriptPlugin::new("rb-v1", |r, _| Ok(configmap_children(r))),
+    )?;
+    let v2 = env.plugin_file(
+        "rb-v2",
+        ScriptPlugin::new("rb-v2", |_, _| {
+            Err(wr_engine::plugin::PluginError::Permanent {
+                reason: "InvalidConfig".into(),
+                message: "the candidate refuses everything".into(),
+            })
+        }),
+    )?;
+    env.create_controller(json!({
+        "apiVersion": "wasm-reconciler.dev/v1alpha1", "kind": "WasmController",
+        "metadata": {"name": "rb"},
+        "spec": {
+            "parentResource": {"apiVersion": format!("{TEST_GROUP}/v1"), "resource": "widgets"},
+            "childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "plugin": {"path": v1.display().to_string(),
+                       "candidate": {"path": v2.display().to_string(), "shadow": false}},
+            "rollout": {"steps": [{"percent": 100}], "pauseSeconds": 3600},
+            "resyncPeriodSeconds": 3600
+        }
+    }))
+    .await?;
+    env.create_widget("rb", "w1", json!({})).await?;
+    env.start_manager();
+    eventually("the gate rolled the candidate back", 60, || async {
+        let r = controller(&env, "rb").await.ok()?.status?.rollout?;
+        (r.phase == RolloutPhase::RolledBack).then_some(())
+    })
+    .await?;
+    let api = env.widgets("rb");
+    let ready = eventually("w1 Ready again on the active version", 30, || async {
+        let w = api.get("w1").await.ok()?;
+        ready_of(&w).filter(|(status, _, _)| status == "True")
+    })
+    .await;
+    let last = api.get("w1").await.ok().and_then(|w| ready_of(&w));
+    env.stop_manager().await;
+    assert!(ready.is_ok(), "w1 is still not Ready: {last:?}");
+    Ok(())
+}

@@ -133,6 +133,10 @@ impl ControllerHandle {
         };
         for k in self.ctl.parent_cache.keys() {
             if self.ctl.parent_cache.get(&k).is_some_and(|p| moved(&p)) {
+                // A permanent error held for this parent came from the version
+                // it leaves (e.g. a candidate rolled back): the version it
+                // moves to has not answered it yet.
+                self.ctl.forget_permanent(&k);
                 self.ctl.queue.add(k);
             }
         }
