@@ -194,3 +194,65 @@ async fn a_parent_broken_by_a_rolled_back_candidate_is_ready_again() -> Result<(
     assert!(ready.is_ok(), "w1 is still not Ready: {last:?}");
     Ok(())
 }
+
+/// A hot reload that fixes what made the plugin answer a permanent error:
+/// the new version reconciles the parent at once ("swaps atomically and
+/// re-reconciles every parent"), rather than the old version's error being
+/// held until the resync period (an hour here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_reload_reconciles_a_parent_held_by_a_permanent_error() -> Result<()> {
+    let mut env = Env::start().await?;
+    env.namespace("hr").await?;
+    let broken = env.plugin_file(
+        "hr-broken",
+        ScriptPlugin::new("hr-broken", |_, _| {
+            Err(wr_engine::plugin::PluginError::Permanent {
+                reason: "InvalidConfig".into(),
+                message: "this version refuses everything".into(),
+            })
+        }),
+    )?;
+    let fixed = env.plugin_file(
+        "hr-fixed",
+        ScriptPlugin::new("hr-fixed", |r, _| Ok(configmap_children(r))),
+    )?;
+    env.create_controller(json!({
+        "apiVersion": "wasm-reconciler.dev/v1alpha1", "kind": "WasmController",
+        "metadata": {"name": "hr"},
+        "spec": {
+            "parentResource": {"apiVersion": format!("{TEST_GROUP}/v1"), "resource": "widgets"},
+            "childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "plugin": {"path": broken.display().to_string()},
+            "resyncPeriodSeconds": 3600
+        }
+    }))
+    .await?;
+    env.create_widget("hr", "w1", json!({})).await?;
+    env.start_manager();
+    let api = env.widgets("hr");
+    eventually("w1 refused by the broken version", 60, || async {
+        let w = api.get("w1").await.ok()?;
+        ready_of(&w).filter(|(status, reason, _)| status == "False" && reason == "InvalidConfig")
+    })
+    .await?;
+    let before = controller(&env, "hr")
+        .await?
+        .status
+        .and_then(|s| s.plugin_digest);
+    // The fixed build lands at the same path: the host hot-reloads it.
+    std::fs::copy(&fixed, &broken)?;
+    eventually("the fixed version active", 60, || async {
+        let d = controller(&env, "hr").await.ok()?.status?.plugin_digest;
+        (d.is_some() && d != before).then_some(())
+    })
+    .await?;
+    let ready = eventually("w1 Ready on the fixed version", 30, || async {
+        let w = api.get("w1").await.ok()?;
+        ready_of(&w).filter(|(status, _, _)| status == "True")
+    })
+    .await;
+    let last = api.get("w1").await.ok().and_then(|w| ready_of(&w));
+    env.stop_manager().await;
+    assert!(ready.is_ok(), "w1 is still not Ready: {last:?}");
+    Ok(())
+}

@@ -96,6 +96,9 @@ impl ControllerHandle {
             .replace(gone);
         drop(old);
         for k in self.ctl.parent_cache.keys() {
+            // A held permanent error was the old version's answer: the new
+            // one is called (the hold would otherwise last until the resync).
+            self.ctl.forget_permanent(&k);
             self.ctl.queue.add(k);
         }
         let weak = Arc::downgrade(&self.ctl);
