@@ -104,10 +104,155 @@ async fn pause_resume_and_status_drive_a_running_rollout() -> Result<()> {
     let v: serde_json::Value = serde_json::from_str(&out)?;
     assert_eq!(v["rollout"]["phase"], json!("Progressing"));
 
-    // A controller without a rollout: a clear error, exit code 1.
+    // A controller that does not exist: one clear line naming it (not
+    // kube's debug dump of the Status), exit code 1.
     let (ok, _, err) = run_cli(&kubeconfig, &["promote", "--controller", "missing"]).await;
     assert!(!ok);
-    assert!(err.contains("WasmController missing"), "{err}");
+    assert!(
+        err.contains("WasmController \"missing\" not found"),
+        "{err}"
+    );
+    assert!(!err.contains("Status {"), "debug dump in the error: {err}");
     env.stop_manager().await;
+    Ok(())
+}
+
+/// A newcomer who runs `rollout status` beside `dev` without `--kubeconfig`
+/// (no `$KUBECONFIG`, no `~/.kube/config`, not in a pod) is told which flag
+/// to pass, not only kube's list of places it looked.
+#[test]
+fn without_a_kubeconfig_the_error_says_to_pass_one() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_wasm-reconciler"))
+        .args(["rollout", "status", "--controller", "static-site"])
+        .env("HOME", home.path())
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .output()
+        .expect("cannot run wasm-reconciler");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "succeeded without a cluster: {stderr}"
+    );
+    assert!(
+        stderr.contains("pass --kubeconfig FILE") && stderr.contains("dev.kubeconfig"),
+        "the error does not say what to pass:\n{stderr}"
+    );
+}
+
+/// "Break the candidate and watch the rollback": a candidate that answers a
+/// permanent error fails the gate, and the parent it broke goes back to the
+/// active version *and is reconciled by it* — not held with the candidate's
+/// error until its spec changes or the resync period (an hour here) passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_broken_by_a_rolled_back_candidate_is_ready_again() -> Result<()> {
+    let mut env = Env::start().await?;
+    env.namespace("rb").await?;
+    let v1 = env.plugin_file(
+        "rb-v1",
+        ScriptPlugin::new("rb-v1", |r, _| Ok(configmap_children(r))),
+    )?;
+    let v2 = env.plugin_file(
+        "rb-v2",
+        ScriptPlugin::new("rb-v2", |_, _| {
+            Err(wr_engine::plugin::PluginError::Permanent {
+                reason: "InvalidConfig".into(),
+                message: "the candidate refuses everything".into(),
+            })
+        }),
+    )?;
+    env.create_controller(json!({
+        "apiVersion": "wasm-reconciler.dev/v1alpha1", "kind": "WasmController",
+        "metadata": {"name": "rb"},
+        "spec": {
+            "parentResource": {"apiVersion": format!("{TEST_GROUP}/v1"), "resource": "widgets"},
+            "childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "plugin": {"path": v1.display().to_string(),
+                       "candidate": {"path": v2.display().to_string(), "shadow": false}},
+            "rollout": {"steps": [{"percent": 100}], "pauseSeconds": 3600},
+            "resyncPeriodSeconds": 3600
+        }
+    }))
+    .await?;
+    env.create_widget("rb", "w1", json!({})).await?;
+    env.start_manager();
+    eventually("the gate rolled the candidate back", 60, || async {
+        let r = controller(&env, "rb").await.ok()?.status?.rollout?;
+        (r.phase == RolloutPhase::RolledBack).then_some(())
+    })
+    .await?;
+    let api = env.widgets("rb");
+    let ready = eventually("w1 Ready again on the active version", 30, || async {
+        let w = api.get("w1").await.ok()?;
+        ready_of(&w).filter(|(status, _, _)| status == "True")
+    })
+    .await;
+    let last = api.get("w1").await.ok().and_then(|w| ready_of(&w));
+    env.stop_manager().await;
+    assert!(ready.is_ok(), "w1 is still not Ready: {last:?}");
+    Ok(())
+}
+
+/// A hot reload that fixes what made the plugin answer a permanent error:
+/// the new version reconciles the parent at once ("swaps atomically and
+/// re-reconciles every parent"), rather than the old version's error being
+/// held until the resync period (an hour here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_reload_reconciles_a_parent_held_by_a_permanent_error() -> Result<()> {
+    let mut env = Env::start().await?;
+    env.namespace("hr").await?;
+    let broken = env.plugin_file(
+        "hr-broken",
+        ScriptPlugin::new("hr-broken", |_, _| {
+            Err(wr_engine::plugin::PluginError::Permanent {
+                reason: "InvalidConfig".into(),
+                message: "this version refuses everything".into(),
+            })
+        }),
+    )?;
+    let fixed = env.plugin_file(
+        "hr-fixed",
+        ScriptPlugin::new("hr-fixed", |r, _| Ok(configmap_children(r))),
+    )?;
+    env.create_controller(json!({
+        "apiVersion": "wasm-reconciler.dev/v1alpha1", "kind": "WasmController",
+        "metadata": {"name": "hr"},
+        "spec": {
+            "parentResource": {"apiVersion": format!("{TEST_GROUP}/v1"), "resource": "widgets"},
+            "childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "plugin": {"path": broken.display().to_string()},
+            "resyncPeriodSeconds": 3600
+        }
+    }))
+    .await?;
+    env.create_widget("hr", "w1", json!({})).await?;
+    env.start_manager();
+    let api = env.widgets("hr");
+    eventually("w1 refused by the broken version", 60, || async {
+        let w = api.get("w1").await.ok()?;
+        ready_of(&w).filter(|(status, reason, _)| status == "False" && reason == "InvalidConfig")
+    })
+    .await?;
+    let before = controller(&env, "hr")
+        .await?
+        .status
+        .and_then(|s| s.plugin_digest);
+    // The fixed build lands at the same path: the host hot-reloads it.
+    std::fs::copy(&fixed, &broken)?;
+    eventually("the fixed version active", 60, || async {
+        let d = controller(&env, "hr").await.ok()?.status?.plugin_digest;
+        (d.is_some() && d != before).then_some(())
+    })
+    .await?;
+    let ready = eventually("w1 Ready on the fixed version", 30, || async {
+        let w = api.get("w1").await.ok()?;
+        ready_of(&w).filter(|(status, _, _)| status == "True")
+    })
+    .await;
+    let last = api.get("w1").await.ok().and_then(|w| ready_of(&w));
+    env.stop_manager().await;
+    assert!(ready.is_ok(), "w1 is still not Ready: {last:?}");
     Ok(())
 }

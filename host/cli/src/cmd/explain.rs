@@ -173,12 +173,10 @@ fn text(parent: &str, steps: &[Step]) -> String {
                 "    output: {} field(s) changed",
                 s.output_changes.len()
             );
+            // Cut as `replay` cuts them: a response that appears after an
+            // error is the whole response (`-o json` has it in full).
+            let v = super::replay::short;
             for c in &s.output_changes {
-                let v = |v: &Option<Value>| {
-                    v.as_ref()
-                        .map(Value::to_string)
-                        .unwrap_or_else(|| "(absent)".into())
-                };
                 let _ = writeln!(out, "      {}: {} -> {}", c.path, v(&c.old), v(&c.new));
             }
         }
@@ -204,4 +202,41 @@ fn text(parent: &str, steps: &[Step]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A parent whose plugin first failed and then answered: the output
+    /// change is the whole response, which the text report cuts to a line.
+    #[test]
+    fn text_cuts_a_whole_response_to_one_short_line() {
+        let response =
+            serde_json::json!({"children": {"ConfigMap ns/a": {"data": {"x": "y".repeat(500)}}}});
+        let step = Step {
+            seq: 2,
+            time: "2026-12-01T00:00:00Z".into(),
+            controller: "c".into(),
+            plugin: "sha256:aa".into(),
+            generation: Some(1),
+            input_digest: "sha256:bb".into(),
+            trigger: "inputs changed".into(),
+            input_changes: vec![],
+            output_changes: vec![store::Change {
+                path: "/response".into(),
+                old: None,
+                new: Some(response),
+            }],
+            writes: vec![],
+            redacted_secrets: 0,
+        };
+        let text = text("ns/p", &[step]);
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("/response:"))
+            .expect("the output change is listed");
+        assert!(line.chars().count() < 120, "line not cut: {line}");
+        assert!(line.contains("(absent) -> {\"children\""), "{line}");
+    }
 }

@@ -25,10 +25,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use kube::api::Api;
 use wr_engine::PluginLoader;
 use wr_engine::Target;
-use wr_engine::WasmController;
 use wr_engine::plan::{FailureClass, ParentResult, Plan, Snapshot};
 use wr_runtime::{PluginRuntime, RuntimeConfig};
 
@@ -107,11 +105,7 @@ async fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
         USER_AGENT,
     )
     .await?;
-    let wcs: Api<WasmController> = Api::all(client.clone());
-    let wc = wcs
-        .get(&args.controller)
-        .await
-        .with_context(|| format!("reading WasmController {}", args.controller))?;
+    let wc = super::user_client::get_controller(client.clone(), &args.controller).await?;
     let mut target = Target::resolve(&client, &args.controller, &wc.spec)
         .await
         .with_context(|| format!("resolving the resources of {}", args.controller))?;

@@ -193,7 +193,7 @@ async fn apply(args: &PublishArgs, cms: &[ConfigMap]) -> anyhow::Result<Vec<Stri
                 .with_context(|| format!("reading {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
         }
-        None => kube::Config::infer().await?,
+        None => super::user_client::infer().await?,
     };
     let client = kube::Client::try_from(config)?;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &args.namespace);

@@ -195,7 +195,8 @@ pub fn replay(args: &ReplayArgs) -> anyhow::Result<Report> {
     })
 }
 
-fn short(v: &Option<serde_json::Value>) -> String {
+/// A value for a one-line report: JSON cut to 60 characters, or `(absent)`.
+pub(super) fn short(v: &Option<serde_json::Value>) -> String {
     match v {
         None => "(absent)".into(),
         Some(v) => {

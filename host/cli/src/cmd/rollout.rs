@@ -91,11 +91,8 @@ async fn rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
         USER_AGENT,
     )
     .await?;
-    let api: Api<WasmController> = Api::all(client);
-    let wc = api
-        .get(&args.controller)
-        .await
-        .with_context(|| format!("reading WasmController {}", args.controller))?;
+    let api: Api<WasmController> = Api::all(client.clone());
+    let wc = super::user_client::get_controller(client, &args.controller).await?;
     let Some(cmd) = args.action.command() else {
         print_status(&wc, args.output)?;
         return Ok(ExitCode::SUCCESS);
@@ -179,7 +176,9 @@ pub fn render(wc: &WasmController) -> String {
             let _ = writeln!(out, "candidate   not loaded: {}: {}", c.reason, c.message);
         }
         (Some(_), c) => {
+            // The condition's message is "candidate sha256:…": the label says it already.
             let msg = c.map(|c| c.message.as_str()).unwrap_or("loading");
+            let msg = msg.strip_prefix("candidate ").unwrap_or(msg);
             let _ = writeln!(out, "candidate   {msg}");
         }
     }
@@ -268,7 +267,7 @@ mod tests {
         let text = render(&wc);
         for want in [
             "active      sha256:aa",
-            "candidate   candidate sha256:bb",
+            "candidate   sha256:bb\n",
             "rollout     Progressing, step 2 of 2 (started 2026-12-01T00:00:00Z)",
             "4 parents migrated, 3 Ready",
             "shadow      5 identical, 1 differing, 0 failing, 0 dropped",

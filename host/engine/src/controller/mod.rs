@@ -96,6 +96,9 @@ impl ControllerHandle {
             .replace(gone);
         drop(old);
         for k in self.ctl.parent_cache.keys() {
+            // A held permanent error was the old version's answer: the new
+            // one is called (the hold would otherwise last until the resync).
+            self.ctl.forget_permanent(&k);
             self.ctl.queue.add(k);
         }
         let weak = Arc::downgrade(&self.ctl);
@@ -133,6 +136,10 @@ impl ControllerHandle {
         };
         for k in self.ctl.parent_cache.keys() {
             if self.ctl.parent_cache.get(&k).is_some_and(|p| moved(&p)) {
+                // A permanent error held for this parent came from the version
+                // it leaves (e.g. a candidate rolled back): the version it
+                // moves to has not answered it yet.
+                self.ctl.forget_permanent(&k);
                 self.ctl.queue.add(k);
             }
         }

@@ -72,8 +72,10 @@ pub fn convert(
     match (api_version, kind) {
         (API_VERSION, "CompositeController") => {}
         (API_VERSION, "DecoratorController") => bail!(
-            "DecoratorController {name:?} is not supported yet: this host has no decorator mode \
-             (attachments to objects it does not own); only CompositeController can be imported"
+            "DecoratorController {name:?} is not imported: write it by hand as a WasmController \
+             with spec.decorate (resource, labelSelector, annotationSelector; \
+             docs/migrating-from-metacontroller.md#decoratorcontroller); only \
+             CompositeController can be imported"
         ),
         _ => bail!(
             "{kind:?} ({api_version}) {name:?} is not a Metacontroller CompositeController \
@@ -573,7 +575,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("DecoratorController \"svc-per-pod\" is not supported yet"),
+            e.contains("DecoratorController \"svc-per-pod\" is not imported")
+                && e.contains("spec.decorate"),
             "{e}"
         );
     }
