@@ -623,3 +623,83 @@ async fn a_candidate_that_fails_to_load_never_runs_and_is_reported() -> Result<(
     env.stop_manager().await;
     Ok(())
 }
+
+/// A candidate whose `config` changes while its component stays the same is
+/// installed again: the parents it serves are reconciled with the new config
+/// (before, the host kept the candidate as first installed, so `promote`
+/// shipped the old config), and memoisation hashes the candidate's config.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_candidate_config_reaches_the_parents_it_serves() -> Result<()> {
+    init_tracing();
+    let mut env = Env::start().await?;
+    env.namespace("k1").await?;
+    let k1 = env.ns("k1");
+    // Each version writes its `config.tag` into the child.
+    let tagged = |v: &'static str| {
+        ScriptPlugin::new(v, move |req, _| {
+            let name = name_of(req);
+            let tag = req
+                .config
+                .as_ref()
+                .and_then(|c| c["tag"].as_str())
+                .unwrap_or("none")
+                .to_string();
+            Ok(response(vec![json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("{name}-a"), "labels": {"app": name}},
+                "data": {"version": tag}
+            })]))
+        })
+    };
+    let a = env.plugin_file("tag-a", tagged("tag-a"))?;
+    let b = env.plugin_file("tag-b", tagged("tag-b"))?;
+    env.create_controller(json!({
+        "apiVersion": "wasm-reconciler.dev/v1alpha1", "kind": "WasmController",
+        "metadata": {"name": "retag"},
+        "spec": {
+            "parentResource": {"apiVersion": format!("{TEST_GROUP}/v1"), "resource": "widgets"},
+            "childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "plugin": {
+                "path": a.display().to_string(),
+                "config": {"tag": "active"},
+                "candidate": {"path": b.display().to_string(), "shadow": false,
+                              "config": {"tag": "c1"}}
+            },
+            "rollout": {"steps": [{"namespaces": [k1]}], "pauseSeconds": 3600},
+            "resyncPeriodSeconds": 3600
+        }
+    }))
+    .await?;
+    env.create_widget("k1", "w1", json!({})).await?;
+    env.start_manager();
+    let key = format!("{k1}/w1");
+    let on = |tag: &'static str| {
+        let env = &env;
+        let key = key.clone();
+        async move {
+            let v = versions(env, &["k1"]).await.ok()?;
+            (v.get(&key).map(String::as_str) == Some(tag)).then_some(())
+        }
+    };
+    eventually("w1 on the candidate's first config", 60, || on("c1")).await?;
+    let before = rollout_of(&env, "retag").await;
+    assert!(before.as_ref().is_some_and(|r| r.step == 0), "{before:?}");
+    // Only the candidate's config changes; the parent is not touched.
+    let api: kube::Api<wr_engine::WasmController> = kube::Api::all(env.client.clone());
+    api.patch(
+        "retag",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"plugin": {"candidate": {"config": {"tag": "c2"}}}}})),
+    )
+    .await?;
+    eventually("w1 on the candidate's new config", 60, || on("c2")).await?;
+    // Still the same rollout: a config change does not restart it.
+    let after = rollout_of(&env, "retag").await;
+    assert_eq!(
+        after.as_ref().map(|r| (r.step, &r.step_started_at)),
+        before.as_ref().map(|r| (r.step, &r.step_started_at)),
+        "rollout restarted or gone"
+    );
+    env.stop_manager().await;
+    Ok(())
+}

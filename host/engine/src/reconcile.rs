@@ -305,7 +305,12 @@ async fn pass(
                 let (last, requeue_after) = ctl.memo.last(key).unzip();
                 memo = memo::check(
                     ctl.memo.memoisable(info.as_ref()),
-                    || memo::inputs_hash(&digest, &req),
+                    // As the serving version sees it: a candidate with a
+                    // config of its own is asked with that config.
+                    || match candidate.as_ref().filter(|c| c.config.is_some()) {
+                        Some(c) => memo::inputs_hash(&digest, &c.request(&req)),
+                        None => memo::inputs_hash(&digest, &req),
+                    },
                     last,
                 );
                 if memo == MemoCheck::Skip && !shadow_owes(ctl, key, &observed.parent) {

@@ -131,8 +131,11 @@ impl ControllerHandle {
         let moved = |p: &DynamicObject| {
             let was = old.as_ref().is_some_and(|o| o.route.serves_object(p));
             let now = c.as_ref().is_some_and(|n| n.route.serves_object(p));
-            was != now
-                || (was && now && old.as_ref().map(|o| &o.digest) != c.as_ref().map(|n| &n.digest))
+            // Served before and after, by a candidate whose component or
+            // config changed: its answer may differ too.
+            let changed = old.as_ref().map(|o| (&o.digest, &o.config))
+                != c.as_ref().map(|n| (&n.digest, &n.config));
+            was != now || (was && now && changed)
         };
         for k in self.ctl.parent_cache.keys() {
             if self.ctl.parent_cache.get(&k).is_some_and(|p| moved(&p)) {

@@ -45,8 +45,9 @@ pub const SHADOW_BACKLOG: usize = 256;
 /// What this host has installed of the candidate in the running controller.
 #[derive(Default)]
 pub(super) struct Installed {
-    /// (candidate digest, route key) of the installed candidate.
-    key: Option<(String, String)>,
+    /// (candidate digest, route key, settings fingerprint) of the installed
+    /// candidate: a change of any of them installs it again.
+    key: Option<(String, String, u64)>,
     /// The shadow lane and canary tally of `digest` (kept across route changes).
     lane: Option<(String, Option<Arc<ShadowLane>>, Arc<CanaryTally>)>,
     /// The rollout state this host last computed.
@@ -99,7 +100,11 @@ pub(super) async fn sync(
             (canary::route(policy, &st), Some(st))
         }
     };
-    let key = (digest.clone(), route_key(rollout.as_ref()));
+    let key = (
+        digest.clone(),
+        route_key(rollout.as_ref()),
+        settings_fingerprint(cand),
+    );
     let installed = lock(&inner.plugins)
         .entry(name.to_string())
         .or_default()
@@ -127,6 +132,16 @@ pub(super) async fn sync(
     }
     report_rollout(wc, status, rollout);
     report_shadow(inner, wc, status, shadow.as_deref(), &digest);
+}
+
+/// A fingerprint of the candidate's whole spec (config, limits, volatile
+/// fields, …): a candidate whose config changed while its component stayed
+/// the same must be installed again, or `promote` would ship the old config.
+fn settings_fingerprint(cand: &CandidateSource) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(cand).unwrap_or_default().hash(&mut h);
+    h.finish()
 }
 
 /// What a controller about to start gets of the candidate.
