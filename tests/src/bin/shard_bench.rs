@@ -387,7 +387,15 @@ async fn shares(live: &[&Proc], n: usize, since: Instant) -> Result<(f64, Vec<f6
 }
 
 async fn run(o: &Opts, wasm: &Path, replicas: usize, rebalance: bool) -> Result<Value> {
-    let dir = tempfile::tempdir()?;
+    // Kept (logs of the API server and every replica), path on stderr: a
+    // replica that exits or is fenced mid-run is diagnosed from its log.
+    let dir = tempfile::Builder::new().prefix("shard-bench-").tempdir()?;
+    eprintln!(
+        "shard_bench: {} replicas, logs in {}",
+        replicas.max(1),
+        dir.path().display()
+    );
+    let dir = KeptDir(dir.keep());
     let kc = dir.path().join("kubeconfig");
     let api_args: Vec<String> = [
         "apiserver",
@@ -522,4 +530,13 @@ fn load1() -> f64 {
 
 fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
+}
+
+/// A work directory that is not removed.
+struct KeptDir(PathBuf);
+
+impl KeptDir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
 }
