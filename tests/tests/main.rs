@@ -8,6 +8,7 @@ mod contract_versions;
 mod engine_adoption;
 mod engine_decorator;
 mod engine_examples;
+mod engine_fairness;
 mod engine_host;
 mod engine_memo;
 mod engine_related;

@@ -187,3 +187,38 @@ async fn members_join_settle_hand_over_and_never_share_a_key() -> anyhow::Result
     coordinator.stop().await;
     Ok(())
 }
+
+/// A replica whose member-lease renewals fail twice in a row keeps its lease:
+/// a failed renewal is retried within the round, not one round (here at
+/// least 2 s, the retry period) later, which with a 4 s renew deadline fenced
+/// it (exit 1 in `run`; the chaos suite's "unexpected host exits").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_failed_renewals_in_a_row_do_not_fence() -> anyhow::Result<()> {
+    use wr_apiserver::{FaultAction, FaultRule};
+    let (server, client) = server().await?;
+    let config = ShardConfig {
+        identity: "a".into(),
+        lease_duration: Duration::from_secs(6),
+        renew_deadline: Duration::from_secs(4),
+        retry_period: Duration::from_secs(2),
+        ..ShardConfig::new(NS, "wr")
+    };
+    let m = Membership::start(client.clone(), config, true)?;
+    let mut view = m.view();
+    tokio::time::timeout(Duration::from_secs(30), view.wait_for(|v| !v.fenced)).await??;
+    // The next two renewals (updates of a Lease) fail with 500.
+    server.faults().add_rule(FaultRule {
+        resources: vec!["leases".into()],
+        times: Some(2),
+        ..FaultRule::new(&["update"], 1.0, FaultAction::InternalError)
+    });
+    let fenced = tokio::time::timeout(Duration::from_secs(12), view.wait_for(|v| v.fenced)).await;
+    let injected = server.faults().injected().len();
+    anyhow::ensure!(
+        fenced.is_err(),
+        "failed renewals ({injected} injected) fenced the replica (renew deadline 4 s)"
+    );
+    anyhow::ensure!(injected == 2, "{injected} faults injected, expected 2");
+    m.leave().await?;
+    Ok(())
+}

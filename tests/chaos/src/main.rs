@@ -207,7 +207,13 @@ async fn run(args: Args) -> Result<bool> {
         let log = faultplan::requests(&client)
             .await
             .context("reading the request log")?;
-        stable.push(invariants::never_two_owners(&log, procs::SHARD_GROUP));
+        let check = invariants::never_two_owners(&log, procs::SHARD_GROUP);
+        if !check.ok() {
+            // The log lives in the API server's memory only; keep it for
+            // the diagnosis (one JSON record per line, in completion order).
+            keep_request_log(&dir.join("requests.jsonl"), &log);
+        }
+        stable.push(check);
     }
 
     let st = state.lock().await;
@@ -447,4 +453,21 @@ async fn healthy_reconciles(state: &Mutex<supervisor::State>) -> f64 {
         "wasm_reconciler_reconciles_total",
         &[("controller", setup::HEALTHY)],
     )
+}
+
+/// Writes the request log as JSON lines to `path` (best effort: a failure
+/// to write it is reported, the run's verdict does not depend on it).
+fn keep_request_log(path: &std::path::Path, log: &[wr_apiserver::RequestRecord]) {
+    let text: String = log
+        .iter()
+        .filter_map(|r| serde_json::to_string(r).ok())
+        .map(|l| l + "\n")
+        .collect();
+    match std::fs::write(path, text) {
+        Ok(()) => eprintln!("chaos: request log kept in {}", path.display()),
+        Err(e) => eprintln!(
+            "chaos: cannot keep the request log in {}: {e}",
+            path.display()
+        ),
+    }
 }
