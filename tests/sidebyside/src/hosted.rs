@@ -71,6 +71,12 @@ impl ReconcilePlugin for TimedWasm {
         self.plugin.digest()
     }
 
+    // What the production wrapper (`wr_engine::wasm`) reports: the contract
+    // and `reads-now`, which decide whether a reconcile may be memoised.
+    fn info(&self) -> Option<wr_runtime::PluginInfo> {
+        Some(*self.plugin.info())
+    }
+
     fn reconcile<'a>(
         &'a self,
         req: &'a ReconcileRequest,
