@@ -7,7 +7,9 @@
 //!    parent is Ready for its new generation;
 //! 3. `tamper`: every Deployment scaled by hand and every 10th ConfigMap
 //!    deleted, until all are restored;
-//! 4. `resync`: the controller process is restarted on the converged state,
+//! 4. `resync`: every parent enqueued once in the running controller (a
+//!    periodic resync of the converged fleet), until each was reconciled;
+//! 5. `restart`: the controller process is restarted on the converged state,
 //!    until it has reconciled every parent once.
 //!
 //! After each "done" the bench waits until the objects are quiet for 2 s
@@ -42,7 +44,7 @@ pub const CONTROLLER_CONCURRENCY: usize = 16;
 const QUIET: Duration = Duration::from_secs(2);
 const LONG: Duration = Duration::from_secs(1800);
 
-/// The three ways of running the logic.
+/// The ways of running the logic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Variant {
@@ -50,8 +52,12 @@ pub enum Variant {
     Wasm,
     /// kube-runtime with the logic compiled in.
     Native,
-    /// The host calling an HTTP hook.
+    /// The host calling an HTTP hook on loopback (the webhook's best case).
     Webhook,
+    /// The same hook with an added delay per call (`--hook-rtt-ms`): the
+    /// network round trip of an in-cluster Service hop, which loopback lacks.
+    #[serde(rename = "webhook-rtt")]
+    WebhookRtt,
 }
 
 impl Variant {
@@ -61,7 +67,13 @@ impl Variant {
             Variant::Wasm => "wasm",
             Variant::Native => "native",
             Variant::Webhook => "webhook",
+            Variant::WebhookRtt => "webhook-rtt",
         }
+    }
+
+    /// Whether a hook process serves the logic.
+    pub fn has_hook(self) -> bool {
+        matches!(self, Variant::Webhook | Variant::WebhookRtt)
     }
 
     /// Parses a lowercase name.
@@ -70,7 +82,8 @@ impl Variant {
             "wasm" => Variant::Wasm,
             "native" => Variant::Native,
             "webhook" => Variant::Webhook,
-            other => bail!("unknown variant {other:?} (wasm, native, webhook)"),
+            "webhook-rtt" => Variant::WebhookRtt,
+            other => bail!("unknown variant {other:?} (wasm, native, webhook, webhook-rtt)"),
         })
     }
 }
@@ -163,6 +176,12 @@ pub struct Opts {
     pub wasm: PathBuf,
     /// The runtime's compile cache (warmed before any run).
     pub cache: PathBuf,
+    /// Delay added to every hook call of the `webhook-rtt` variant, µs.
+    pub hook_rtt_us: u64,
+    /// Stop each variant run after `converge` (the scale runs).
+    pub converge_only: bool,
+    /// Skip the `restart` workload.
+    pub no_restart: bool,
 }
 
 /// The bench's kube client and the server's admin API.
@@ -322,14 +341,37 @@ impl Controller {
                     &opts.cache.display().to_string(),
                 ],
             ),
-            Variant::Webhook => {
+            Variant::Webhook | Variant::WebhookRtt => {
                 let hook = hook.context("webhook needs its hook")?;
+                let rtt = if v == Variant::WebhookRtt {
+                    opts.hook_rtt_us
+                } else {
+                    0
+                };
                 Proc::spawn_wrapped(
                     &wrap,
-                    &["controller", "webhook", "--api", url, "--hook", &hook.hello],
+                    &[
+                        "controller",
+                        "webhook",
+                        "--api",
+                        url,
+                        "--hook",
+                        &hook.hello,
+                        "--rtt-us",
+                        &rtt.to_string(),
+                    ],
                 )
             }
         }
+    }
+
+    /// Stops the controller and its hook.
+    fn stop(self) -> Result<()> {
+        self.ctl.stop()?;
+        if let Some(h) = self.hook {
+            h.stop()?;
+        }
+        Ok(())
     }
 
     fn stats(&mut self) -> Result<ChildStats> {
@@ -507,9 +549,10 @@ pub async fn run_variant(
         .await?;
     let all = [&parents, &deploys, &cms];
 
-    let hook = match v {
-        Variant::Webhook => Some(Proc::spawn(&["hook"])?),
-        _ => None,
+    let hook = if v.has_hook() {
+        Some(Proc::spawn(&["hook"])?)
+    } else {
+        None
     };
     if v != Variant::Native {
         create_wasm_controller(&cluster.client, &opts.wasm).await?;
@@ -533,6 +576,20 @@ pub async fn run_variant(
     // The hook's CPU for converge: everything since it started.
     if let (Some(h), Some(w)) = (&c.hook, workloads.last_mut()) {
         w.hook_cpu_secs = Some(h.cpu_secs());
+    }
+    if opts.converge_only {
+        c.stop()?;
+        return Ok((
+            VariantRun {
+                variant: v,
+                n,
+                round,
+                position,
+                create_parents_secs,
+                workloads,
+            },
+            None,
+        ));
     }
 
     // 2. spec-update wave.
@@ -602,7 +659,38 @@ pub async fn run_variant(
         None
     };
 
-    // 4. full resync: a fresh controller process on converged parents.
+    // 4. resync in the running process: every parent enqueued once on the
+    // converged fleet (the host memoises: no plugin call, no write).
+    let m = Meter::begin(&mut c, &cluster).await?;
+    let target = m.reconciles + n as u64;
+    c.ctl.ask("resync")?;
+    loop {
+        if c.count()? >= target {
+            break;
+        }
+        if m.started.elapsed() > LONG {
+            bail!("resync did not finish");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    workloads.push(m.end("resync", &mut c, &cluster, &all).await?);
+
+    if opts.no_restart {
+        c.stop()?;
+        return Ok((
+            VariantRun {
+                variant: v,
+                n,
+                round,
+                position,
+                create_parents_secs,
+                workloads,
+            },
+            sample,
+        ));
+    }
+
+    // 5. restart: a fresh controller process on converged parents.
     let Controller { ctl, hook } = c;
     ctl.stop()?;
     cluster.clear_log().await?;
@@ -620,23 +708,19 @@ pub async fn run_variant(
             break;
         }
         if started.elapsed() > LONG {
-            bail!("resync did not finish");
+            bail!("restart did not finish");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let mut w = Meter::fresh(&cluster, started)
-        .end("resync", &mut c, &cluster, &all)
+        .end("restart", &mut c, &cluster, &all)
         .await?;
     if let Some(h) = &c.hook {
         w.hook_cpu_secs = Some(h.cpu_secs() - hook_cpu0);
     }
     workloads.push(w);
 
-    let Controller { ctl, hook } = c;
-    ctl.stop()?;
-    if let Some(h) = hook {
-        h.stop()?;
-    }
+    c.stop()?;
     Ok((
         VariantRun {
             variant: v,
@@ -810,6 +894,11 @@ mod tests {
         );
         assert_eq!(rotation(&v, 3), v);
         assert_eq!(Variant::parse("webhook").unwrap(), Variant::Webhook);
+        assert_eq!(Variant::parse("webhook-rtt").unwrap(), Variant::WebhookRtt);
+        assert_eq!(
+            serde_json::to_string(&Variant::WebhookRtt).unwrap(),
+            "\"webhook-rtt\""
+        );
         assert!(Variant::parse("grpc").is_err());
     }
 

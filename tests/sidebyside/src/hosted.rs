@@ -71,6 +71,12 @@ impl ReconcilePlugin for TimedWasm {
         self.plugin.digest()
     }
 
+    // What the production wrapper (`wr_engine::wasm`) reports: the contract
+    // and `reads-now`, which decide whether a reconcile may be memoised.
+    fn info(&self) -> Option<wr_runtime::PluginInfo> {
+        Some(*self.plugin.info())
+    }
+
     fn reconcile<'a>(
         &'a self,
         req: &'a ReconcileRequest,
@@ -95,6 +101,7 @@ struct HookLoader {
     url: String,
     http: HttpClient,
     samples: Arc<Samples>,
+    rtt: Duration,
 }
 
 impl PluginLoader for HookLoader {
@@ -104,6 +111,7 @@ impl PluginLoader for HookLoader {
             url: format!("{}/sync", self.url.trim_end_matches('/')),
             http: self.http.clone(),
             samples: self.samples.clone(),
+            rtt: self.rtt,
         };
         Box::pin(async move { Ok(Arc::new(plugin) as Arc<dyn ReconcilePlugin>) })
     }
@@ -114,6 +122,8 @@ struct HookPlugin {
     url: String,
     http: HttpClient,
     samples: Arc<Samples>,
+    /// Added to every call: the network round trip loopback does not have.
+    rtt: Duration,
 }
 
 fn transient(reason: &str, e: impl std::fmt::Display) -> PluginError {
@@ -135,6 +145,14 @@ impl HookPlugin {
             .request(request)
             .await
             .map_err(|e| transient("HookUnreachable", e))?;
+        if !self.rtt.is_zero() {
+            // The reconcile awaits the delay like a network round trip (the
+            // worker is free meanwhile). tokio's timer has 1 ms granularity,
+            // so the delay actually taken is recorded as its own sample set.
+            let t = Instant::now();
+            tokio::time::sleep(self.rtt).await;
+            self.samples.add(set::HOOK_RTT, t.elapsed());
+        }
         let status = resp.status();
         if let Some(us) = resp
             .headers()
@@ -201,12 +219,13 @@ impl ReconcilePlugin for HookPlugin {
     }
 }
 
-/// Child entry point: `controller wasm|webhook --api URL [--hook URL]`.
+/// Child entry point: `controller wasm|webhook --api URL [--hook URL --rtt-us N]`.
 pub async fn run(
     variant: &str,
     api: &str,
     hook: Option<&str>,
     cache: Option<std::path::PathBuf>,
+    rtt: Duration,
 ) -> Result<()> {
     let samples = Arc::new(Samples::default());
     let client = crate::client::build(
@@ -247,6 +266,7 @@ pub async fn run(
                     .to_string(),
                 http,
                 samples: samples.clone(),
+                rtt,
             })
         }
         other => anyhow::bail!("unknown hosted variant {other}"),
@@ -274,6 +294,15 @@ pub async fn run(
                 reconciles,
                 ..Default::default()
             },
+            // A full resync in this process: every parent enqueued once
+            // (memoised when converged).
+            "resync" => {
+                handle.requeue_all().await;
+                ChildStats {
+                    reconciles,
+                    ..Default::default()
+                }
+            }
             _ => ChildStats {
                 reconciles,
                 samples_ms: samples.drain(),

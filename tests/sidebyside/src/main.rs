@@ -45,9 +45,21 @@ struct Cli {
     /// Rounds per size; each round rotates the variant order.
     #[arg(long, default_value_t = 1)]
     rounds: usize,
-    /// Variants, comma-separated (wasm, native, webhook).
+    /// Variants, comma-separated (wasm, native, webhook, webhook-rtt).
     #[arg(long, value_delimiter = ',', default_value = "wasm,native,webhook")]
     variants: Vec<String>,
+    /// Delay added to every hook call of the `webhook-rtt` variant, in
+    /// milliseconds: the round trip of an in-cluster Service hop (the plain
+    /// `webhook` variant is loopback, the webhook's best case).
+    #[arg(long, default_value_t = 1.0)]
+    hook_rtt_ms: f64,
+    /// Only the `converge` workload per variant run (the scale runs).
+    #[arg(long)]
+    converge_only: bool,
+    /// Skip the `restart` workload (controller process restarted on the
+    /// converged fleet).
+    #[arg(long)]
+    no_restart: bool,
     /// Output directory.
     #[arg(long, default_value = "docs/bench")]
     out: PathBuf,
@@ -79,6 +91,9 @@ enum Child {
         /// Compile cache directory of the plugin runtime (wasm).
         #[arg(long)]
         cache: Option<PathBuf>,
+        /// Delay added to every hook call, µs (webhook).
+        #[arg(long, default_value_t = 0)]
+        rtt_us: u64,
     },
     /// The webhook server.
     #[command(hide = true)]
@@ -104,10 +119,14 @@ fn main() -> Result<()> {
             api,
             hook,
             cache,
+            rtt_us,
         }) => rt.block_on(async {
             match variant.as_str() {
                 "native" => native::run(&api).await,
-                v => hosted::run(v, &api, hook.as_deref(), cache).await,
+                v => {
+                    let rtt = std::time::Duration::from_micros(rtt_us);
+                    hosted::run(v, &api, hook.as_deref(), cache, rtt).await
+                }
             }
         }),
         Some(Child::Hook) => rt.block_on(hook::run()),
@@ -147,7 +166,13 @@ fn main() -> Result<()> {
                 &cli.sizes,
                 cli.rounds,
                 &variants,
-                &bench::Opts { wasm, cache },
+                &bench::Opts {
+                    wasm,
+                    cache,
+                    hook_rtt_us: (cli.hook_rtt_ms * 1e3).round() as u64,
+                    converge_only: cli.converge_only,
+                    no_restart: cli.no_restart,
+                },
                 &cli.out,
             ))
         }

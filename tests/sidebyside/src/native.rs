@@ -344,6 +344,11 @@ pub async fn run(api_url: &str) -> Result<()> {
     )
     .applied_objects();
     triggers.push(trigger_self(stream, parent_ar.clone()).boxed());
+    // `resync` on stdin: every cached parent once (what kube-runtime's
+    // `Controller::reconcile_all_on` does for a periodic resync).
+    let (resync_tx, resync_rx) = futures::channel::mpsc::unbounded();
+    triggers.push(resync_rx.map(Ok).boxed());
+    let all_parents = parents.clone();
 
     let ctx = Arc::new(Ctx {
         events: EventRecorder::new(client.clone(), FIELD_MANAGER.into()),
@@ -379,6 +384,19 @@ pub async fn run(api_url: &str) -> Result<()> {
                 reconciles,
                 ..Default::default()
             },
+            "resync" => {
+                for p in all_parents.state() {
+                    let obj_ref = ObjectRef::from_obj_with(p.as_ref(), ctx.parent_ar.clone());
+                    let _ = resync_tx.unbounded_send(controller::ReconcileRequest {
+                        obj_ref,
+                        reason: controller::ReconcileReason::BulkReconcile,
+                    });
+                }
+                ChildStats {
+                    reconciles,
+                    ..Default::default()
+                }
+            }
             _ => ChildStats {
                 reconciles,
                 samples_ms: samples.drain(),

@@ -57,4 +57,7 @@ pub mod set {
     pub const WASM_CALL: &str = "wasm_call";
     /// webhook: time spent in the hook server's handler (parse, logic, encode).
     pub const HOOK_HANDLER: &str = "hook_handler";
+    /// webhook-rtt: the delay actually added to the call (the injected
+    /// network round trip).
+    pub const HOOK_RTT: &str = "hook_rtt";
 }
