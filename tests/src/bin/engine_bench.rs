@@ -25,14 +25,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use kube::{Client, CustomResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use wr_engine::{Manager, ManagerOptions, WasmController};
-use wr_tests::bench::{hwm_kib, rss_kib, static_site_ar, status_kib};
+use wr_tests::bench::{create_static_sites, hwm_kib, rss_kib, static_site_ar, status_kib};
 use wr_tests::cluster::install_crd;
 use wr_tests::plugins::{plugin_path, workspace_root};
 
@@ -448,27 +447,7 @@ async fn run(n: usize, wasm: &std::path::Path) -> Result<Value> {
     // Parents first, controller second: the timed phase is the engine's.
     let sites: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &static_site_ar());
     let t = Instant::now();
-    // Responses are dropped as they arrive: only errors are kept.
-    let results: Vec<Result<(), kube::Error>> = futures::stream::iter(0..n)
-        .map(|i| {
-            let sites = sites.clone();
-            async move {
-                let obj: DynamicObject = serde_json::from_value(json!({
-                    "apiVersion": "examples.wasm-reconciler.dev/v1alpha1", "kind": "StaticSite",
-                    "metadata": {"name": format!("site-{i:05}"), "namespace": NS},
-                    "spec": {"image": "nginx:1.27", "replicas": 2, "port": 8080,
-                             "content": {"index.html": format!("<h1>site {i}</h1>")}}
-                }))
-                .map_err(kube::Error::SerdeError)?;
-                sites.create(&PostParams::default(), &obj).await.map(drop)
-            }
-        })
-        .buffer_unordered(32)
-        .collect()
-        .await;
-    for r in results {
-        r.context("creating parent")?;
-    }
+    create_static_sites(&sites, NS, n, 32).await?;
     let create_secs = t.elapsed().as_secs_f64();
 
     let rt = wr_runtime::PluginRuntime::new(wr_runtime::RuntimeConfig::default())

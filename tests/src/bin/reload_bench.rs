@@ -29,9 +29,9 @@
 //!     target/release/reload_bench [parents=1000] [swaps=20] [rollouts=5]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -49,7 +49,7 @@ use wr_engine::{
     WasmController,
 };
 use wr_runtime::{CallLimits, PluginRuntime, ReconcileRequest, RuntimeConfig};
-use wr_tests::bench::{hwm_kib, rss_kib, static_site_ar};
+use wr_tests::bench::{ServerProc, hwm_kib, rss_kib, static_site_ar};
 use wr_tests::cluster::install_crd;
 use wr_tests::plugins::{plugin_bytes, workspace_root};
 
@@ -84,7 +84,7 @@ fn main() -> Result<()> {
     };
     let (parents, swaps, rollouts) = (num(0, 1000)?, num(1, 20)?, num(2, 5)?);
     let site = plugin_bytes("static-site");
-    let server = ServerProc::start()?;
+    let server = ServerProc::start("serve-apiserver")?;
     let observer = Observer::start(&server.url)?;
     let live = rt.block_on(live(&server, &observer, parents, swaps, rollouts, &site))?;
     drop(observer);
@@ -205,35 +205,6 @@ async fn serve_apiserver() -> Result<()> {
     .await?;
     server.shutdown().await;
     Ok(())
-}
-
-struct ServerProc {
-    child: Child,
-    url: String,
-}
-
-impl ServerProc {
-    fn start() -> Result<Self> {
-        let mut child = Command::new(std::env::current_exe()?)
-            .arg("serve-apiserver")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()?;
-        let out = child.stdout.take().context("child stdout")?;
-        let mut url = String::new();
-        BufReader::new(out).read_line(&mut url)?;
-        Ok(Self {
-            child,
-            url: url.trim().to_string(),
-        })
-    }
-}
-
-impl Drop for ServerProc {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
-    }
 }
 
 /// When a version's load finished and when its first reconcile started.

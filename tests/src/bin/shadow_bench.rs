@@ -19,8 +19,8 @@
 //!     cargo run -p wr-tests --bin shadow_bench -- [PARENTS=300] [ROUNDS=2] [MAX_SHADOW_CALLS]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -30,7 +30,7 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams,
 use kube::{Client, CustomResourceExt};
 use serde_json::{Value, json};
 use wr_engine::{EngineObserver, Manager, ManagerOptions, ReconcileResult, WasmController};
-use wr_tests::bench::static_site_ar;
+use wr_tests::bench::{ServerProc, create_static_sites, static_site_ar};
 use wr_tests::cluster::install_crd;
 use wr_tests::plugins::{plugin_path, workspace_root};
 
@@ -99,35 +99,6 @@ async fn serve_apiserver() -> Result<()> {
     let _ = tokio::io::stdin().read_to_end(&mut sink).await;
     server.shutdown().await;
     Ok(())
-}
-
-struct ServerProc {
-    child: Child,
-    url: String,
-}
-
-impl ServerProc {
-    fn start() -> Result<Self> {
-        let mut child = Command::new(std::env::current_exe()?)
-            .arg("serve-apiserver")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()?;
-        let mut out = BufReader::new(child.stdout.take().context("child stdout")?);
-        let mut url = String::new();
-        out.read_line(&mut url)?;
-        Ok(Self {
-            child,
-            url: url.trim().to_string(),
-        })
-    }
-}
-
-impl Drop for ServerProc {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
-    }
 }
 
 /// What the engine tells the bench: every reconcile's duration, shadow
@@ -284,7 +255,7 @@ async fn run(
     candidate: Option<&std::path::Path>,
     max_shadow: Option<u32>,
 ) -> Result<Value> {
-    let server = ServerProc::start()?;
+    let server = ServerProc::start("serve-apiserver")?;
     let config = kube::Config::new(server.url.parse()?);
     let client = Client::try_from(config.clone())?;
     let engine_client = Client::try_from(wr_engine::engine_config(config))?;
@@ -374,26 +345,7 @@ async fn run(
     // Converge: N parents created, each reconciled until Ready.
     let sites: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &static_site_ar());
     let (cpu0, t) = (cpu_secs(), Instant::now());
-    let created: Vec<Result<(), kube::Error>> = futures::stream::iter(0..n)
-        .map(|i| {
-            let sites = sites.clone();
-            async move {
-                let obj: DynamicObject = serde_json::from_value(json!({
-                    "apiVersion": "examples.wasm-reconciler.dev/v1alpha1", "kind": "StaticSite",
-                    "metadata": {"name": format!("site-{i:05}"), "namespace": NS},
-                    "spec": {"image": "nginx:1.27", "replicas": 2, "port": 8080,
-                             "content": {"index.html": format!("<h1>site {i}</h1>")}}
-                }))
-                .map_err(kube::Error::SerdeError)?;
-                sites.create(&PostParams::default(), &obj).await.map(drop)
-            }
-        })
-        .buffer_unordered(16)
-        .collect()
-        .await;
-    for r in created {
-        r.context("creating a parent")?;
-    }
+    create_static_sites(&sites, NS, n, 16).await?;
     let to_ready = settle(&client, &rec, n, t).await?;
     let converge = phase(&rec, cpu_secs() - cpu0, to_ready);
 

@@ -28,13 +28,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::{Client, CustomResourceExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use wr_engine::WasmController;
-use wr_tests::bench::{static_site_ar, status_kib};
+use wr_tests::bench::{create_static_sites, static_site_ar, status_kib};
 use wr_tests::cluster::install_crd;
 use wr_tests::plugins::{plugin_path, workspace_root};
 
@@ -330,26 +329,7 @@ async fn setup(o: &Opts, client: &Client, wasm: &Path) -> Result<f64> {
     install_crd(client, serde_yaml::from_str(&crd)?).await?;
     let sites: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &static_site_ar());
     let t = Instant::now();
-    let results: Vec<Result<(), kube::Error>> = futures::stream::iter(0..o.parents)
-        .map(|i| {
-            let sites = sites.clone();
-            async move {
-                let obj: DynamicObject = serde_json::from_value(json!({
-                    "apiVersion": "examples.wasm-reconciler.dev/v1alpha1", "kind": "StaticSite",
-                    "metadata": {"name": format!("site-{i:05}"), "namespace": NS},
-                    "spec": {"image": "nginx:1.27", "replicas": 2, "port": 8080,
-                             "content": {"index.html": format!("<h1>site {i}</h1>")}}
-                }))
-                .map_err(kube::Error::SerdeError)?;
-                sites.create(&PostParams::default(), &obj).await.map(drop)
-            }
-        })
-        .buffer_unordered(32)
-        .collect()
-        .await;
-    for r in results {
-        r.context("creating a parent")?;
-    }
+    create_static_sites(&sites, NS, o.parents, 32).await?;
     let wc: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "wasm-reconciler.dev/v1alpha1", "kind": "WasmController",
         "metadata": {"name": "static-site"},
