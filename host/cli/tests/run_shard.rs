@@ -126,6 +126,12 @@ fn replicas_share_parents_and_never_write_one_at_the_same_time() -> Result<()> {
     shares(&[&a_url, &b_url])?;
 
     // Join: run-c takes its share; an edit lands on all three.
+    let gained = |url: &str| sample(url, "wasm_reconciler_shard_gained_parents_total");
+    let (a_gained, b_gained) = (gained(&a_url), gained(&b_url));
+    ensure!(
+        a_gained.is_some() && b_gained.is_some(),
+        "no shard_gained_parents_total on run-a/run-b"
+    );
     let (_c, c_url) = run(&kc, "run-c", SHARD)?;
     shares(&[&a_url, &b_url, &c_url])?;
     ensure!(
@@ -142,6 +148,15 @@ fn replicas_share_parents_and_never_write_one_at_the_same_time() -> Result<()> {
     );
     apply_parents(&kc, dir.path(), 2)?;
     converge(&kc, 2, "the edit converged by three replicas")?;
+    // A join only takes parents away from run-a and run-b: they re-run
+    // nothing they kept (run-c's gains came from its cache's first list or
+    // from this re-enqueue, whichever was first).
+    ensure!(
+        (gained(&a_url), gained(&b_url)) == (a_gained, b_gained),
+        "run-a/run-b re-enqueued parents on run-c's join: {a_gained:?}/{b_gained:?} -> {:?}/{:?}",
+        gained(&a_url),
+        gained(&b_url)
+    );
 
     // Graceful leave: run-a finishes, leaves the map, exits 0.
     a.signal("TERM")?;

@@ -7,7 +7,7 @@
 //! reconciles are still in flight and wait for them before it hands parents
 //! over. A key that is not admitted is dropped from the queue
 //! ([`crate::queue::Outcome::Forget`]); the implementation re-enqueues what it
-//! gains with [`crate::ManagerHandle::requeue_all`].
+//! gains with [`crate::ManagerHandle::requeue_matching`].
 //!
 //! The manager's own writes to WasmControllers (finalizer, status, releasing
 //! parents on deletion) are admitted the same way, under [`MANAGER_SCOPE`]:

@@ -150,14 +150,20 @@ impl ManagerHandle {
         self.inner.running.lock().await.keys().cloned().collect()
     }
 
-    /// Enqueues every parent of every running controller (a sharded replica
-    /// that gained parents; keys it does not own are dropped by admission).
-    pub async fn requeue_all(&self) {
+    /// Enqueues the parents of every running controller that `pick` selects
+    /// (a sharded replica's gained parents) and returns how many it enqueued
+    /// (a parent of two controllers counts twice).
+    pub async fn requeue_matching(&self, pick: impl Fn(&ObjectKey) -> bool) -> usize {
+        let mut n = 0;
         for r in self.inner.running.lock().await.values() {
             for k in r.handle.ctl.parent_cache.keys() {
-                r.handle.ctl.queue.add(k);
+                if pick(&k) {
+                    r.handle.ctl.queue.add(k);
+                    n += 1;
+                }
             }
         }
+        n
     }
 
     /// Keys of the parents of every running controller, per controller.

@@ -192,12 +192,26 @@ async fn run(args: Args) -> Result<bool> {
     let (checks, converged_after) =
         converge(&client, version, s.converge_timeout_secs, cleared).await?;
 
-    // No hot loop: the healthy controller must go quiet once converged.
+    // No hot loop: the healthy controller must go quiet once converged. A
+    // host restarted after the last kill, or a dead member's Lease expiring,
+    // moves parents, and whoever gains them reconciles each once: that is a
+    // handover, not a hot loop. So the window starts only once every slot
+    // runs and the hosts agree (one leader, or one settled shard map with
+    // every host in it), and a membership change inside it is named.
+    let membership = wait_for_stable_membership(&state, s.hosts, s.shard, 90).await;
     let quiet_secs = 10.0;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let before = healthy_reconciles(&state).await;
+    let (before, seen_before) = (
+        healthy_reconciles(&state).await,
+        membership_seen(&state, s.shard).await,
+    );
     tokio::time::sleep(Duration::from_secs_f64(quiet_secs)).await;
-    let after = healthy_reconciles(&state).await;
+    let (after, seen_after) = (
+        healthy_reconciles(&state).await,
+        membership_seen(&state, s.shard).await,
+    );
+    let membership_moved = (seen_before != seen_after)
+        .then(|| format!("membership changed in the window: {seen_before} -> {seen_after}"));
     let mut stable = if converged_after.is_some() {
         check_once(&client, version).await?
     } else {
@@ -229,6 +243,8 @@ async fn run(args: Args) -> Result<bool> {
         checks: &stable,
         converged_after,
         quiet: (quiet_secs, after - before),
+        membership_moved,
+        membership,
     });
     drop(st);
     // A real cluster may be shared: the WasmControllers go while a host runs
@@ -281,6 +297,86 @@ async fn wait_for_leader(state: &Mutex<supervisor::State>, secs: u64) -> Result<
             if Instant::now() > until {
                 anyhow::bail!("no host became leader within {secs}s: {:?}", s.errors);
             }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// What the live hosts say about the group, one line: each live host's
+/// shard epoch and whether its map settled (sharded), or who leads.
+async fn membership_seen(state: &Mutex<supervisor::State>, shard: bool) -> String {
+    let s = state.lock().await;
+    let mut live: Vec<String> = s
+        .incarnations
+        .iter()
+        .filter(|i| i.end.is_none())
+        .map(|i| {
+            let m = &i.metrics;
+            if shard {
+                format!(
+                    "{}:epoch={},members={},settled={}",
+                    i.name,
+                    promtext::sum(m, "wasm_reconciler_shard_epoch", &[]),
+                    promtext::sum(m, "wasm_reconciler_shard_members", &[]),
+                    promtext::sum(m, "wasm_reconciler_shard_settled", &[]),
+                )
+            } else {
+                format!(
+                    "{}:leader={}",
+                    i.name,
+                    promtext::sum(m, "wasm_reconciler_leader", &[])
+                )
+            }
+        })
+        .collect();
+    live.sort();
+    live.join(" ")
+}
+
+/// Waits until every host slot runs and the group agrees: one leader, or
+/// (sharded) one settled map of every host, read by all. Returns whether it
+/// did within `secs` and what the hosts said last.
+async fn wait_for_stable_membership(
+    state: &Mutex<supervisor::State>,
+    hosts: usize,
+    shard: bool,
+    secs: u64,
+) -> (bool, String) {
+    let until = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let agreed = {
+            let s = state.lock().await;
+            let live: Vec<&supervisor::Incarnation> = s
+                .incarnations
+                .iter()
+                .filter(|i| i.end.is_none() && !i.metrics.is_empty())
+                .collect();
+            let value =
+                |i: &supervisor::Incarnation, name: &str| promtext::sum(&i.metrics, name, &[]);
+            let epochs: std::collections::BTreeSet<u64> = live
+                .iter()
+                .map(|i| value(i, "wasm_reconciler_shard_epoch") as u64)
+                .collect();
+            live.len() == hosts
+                && if shard {
+                    epochs.len() == 1
+                        && live.iter().all(|i| {
+                            value(i, "wasm_reconciler_shard_settled") >= 1.0
+                                && value(i, "wasm_reconciler_shard_members") as usize == hosts
+                        })
+                } else {
+                    live.iter()
+                        .filter(|i| value(i, "wasm_reconciler_leader") >= 1.0)
+                        .count()
+                        == 1
+                }
+        };
+        let seen = membership_seen(state, shard).await;
+        if agreed {
+            return (true, seen);
+        }
+        if Instant::now() > until {
+            return (false, seen);
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

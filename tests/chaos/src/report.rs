@@ -44,6 +44,11 @@ pub struct Inputs<'a> {
     pub converged_after: Option<f64>,
     /// (window seconds, healthy reconciles in it)
     pub quiet: (f64, f64),
+    /// Set when the hosts' membership changed inside the quiet window.
+    pub membership_moved: Option<String>,
+    /// Whether every host ran and agreed before the quiet window, and what
+    /// they said.
+    pub membership: (bool, String),
 }
 
 pub struct Report {
@@ -111,8 +116,20 @@ pub fn build(i: Inputs<'_>) -> Report {
             "noHotLoop",
             i.quiet.1 <= quiet_max,
             format!(
-                "{} healthy reconciles in a {}s quiet window after convergence (max {quiet_max})",
-                i.quiet.1, i.quiet.0
+                "{} healthy reconciles in a {}s quiet window after convergence (max {quiet_max}){}",
+                i.quiet.1,
+                i.quiet.0,
+                i.membership_moved
+                    .as_deref()
+                    .map_or(String::new(), |m| format!("; {m}"))
+            ),
+        ),
+        (
+            "membershipSettled",
+            i.membership.0,
+            format!(
+                "every host running and agreeing before the quiet window: {}",
+                i.membership.1
             ),
         ),
         (

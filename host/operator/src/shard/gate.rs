@@ -3,7 +3,10 @@
 //! the membership's view ([`follow`]): on a new map, refuse what is lost at
 //! once, wait for the reconciles of lost parents still in flight (they
 //! finish; none is cancelled half-way through its writes), then acknowledge;
-//! once the map settles, re-enqueue every parent so the gained ones run.
+//! once the map settles, re-enqueue the parents gained ([`Gained`]): those not
+//! admitted without a break since the previous settled map. What was kept saw
+//! every event and needs no pass, so a join or leave reconciles ≈ 1/N of the
+//! parents, not all of them.
 //!
 //! Ownership is checked once per reconcile, when a worker takes the key, and
 //! the ticket is held until the reconcile (its writes included) has ended;
@@ -48,6 +51,31 @@ struct Shared {
 struct State {
     view: ShardView,
     in_flight: HashMap<String, usize>,
+    /// Every distinct view worked under since the last settled one (that one
+    /// first): a key admitted by all of them was never refused since.
+    since_settled: Vec<ShardView>,
+}
+
+/// Beyond this many views between two settled maps the gate stops tracking
+/// them and counts every owned key as gained (safe: one extra pass each).
+const MAX_TRACKED_VIEWS: usize = 64;
+
+/// The parents a settled map gave this replica: owned now, but refused at
+/// some point since the previous settled map (or never owned), so events for
+/// them may have been dropped and they need a pass.
+#[derive(Debug, Clone)]
+pub struct Gained {
+    now: ShardView,
+    /// The views since the previous settled one, the current one last.
+    before: Vec<ShardView>,
+}
+
+impl Gained {
+    /// True when `key` is owned now and was not admitted throughout.
+    pub fn contains(&self, key: &ObjectKey) -> bool {
+        let k = shard_key(key);
+        self.now.owns(&k) && !self.before.iter().all(|v| v.owns(&k))
+    }
 }
 
 /// Held by the engine while an admitted reconcile runs.
@@ -79,10 +107,12 @@ impl Shared {
 impl ShardGate {
     /// A gate for `identity` that admits nothing until a view arrives.
     pub fn new(identity: impl Into<String>) -> Self {
+        let view = ShardView::new(identity);
         ShardGate {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
-                    view: ShardView::new(identity),
+                    since_settled: vec![view.clone()],
+                    view,
                     in_flight: HashMap::new(),
                 }),
                 ended: Notify::new(),
@@ -92,7 +122,24 @@ impl ShardGate {
 
     /// Works under `view` from now on: nothing it does not own is admitted.
     pub fn set_view(&self, view: ShardView) {
-        self.shared.lock().view = view;
+        let mut st = self.shared.lock();
+        if st.since_settled.last() != Some(&view) {
+            if st.since_settled.len() >= MAX_TRACKED_VIEWS {
+                // Owns nothing: everything owned later counts as gained.
+                st.since_settled = vec![ShardView::new(view.identity.clone())];
+            }
+            st.since_settled.push(view.clone());
+        }
+        st.view = view;
+    }
+
+    /// What the current (settled) view gained since the previous settled
+    /// one; starts tracking anew from the current view.
+    pub fn take_gained(&self) -> Gained {
+        let mut st = self.shared.lock();
+        let now = st.view.clone();
+        let before = std::mem::replace(&mut st.since_settled, vec![now.clone()]);
+        Gained { now, before }
     }
 
     /// True when the current view owns `key`.
@@ -139,13 +186,13 @@ impl Admission for ShardGate {
 
 /// Follows the membership's views until their sender is gone: sets each on
 /// `gate`, drains and acknowledges every new map, and calls `settled` when a
-/// map settles (the caller re-enqueues all parents; what is gained runs).
+/// map settles with what it gained (the caller re-enqueues those parents).
 /// `fenced` mirrors the view's fence for the caller.
 pub async fn follow(
     gate: ShardGate,
     mut views: watch::Receiver<ShardView>,
     ack: Acknowledger,
-    settled: impl Fn(),
+    settled: impl Fn(Gained),
     metrics: Option<ShardMetrics>,
     fenced: watch::Sender<bool>,
 ) {
@@ -188,7 +235,7 @@ pub async fn follow(
             if let Some(m) = &metrics {
                 m.handover(took);
             }
-            settled();
+            settled(gate.take_gained());
         }
         if views.changed().await.is_err() {
             return;
@@ -219,6 +266,41 @@ mod tests {
         (0..200)
             .map(|i| ObjectKey::new(Some("ns"), &format!("p-{i}")))
             .collect()
+    }
+
+    #[test]
+    fn a_settled_map_gains_only_what_was_not_admitted_throughout() {
+        let gate = ShardGate::new("a");
+        // The first settled map: everything owned is gained.
+        gate.set_view(view("a", 1, &["a"], true));
+        let first = gate.take_gained();
+        assert!(keys().iter().all(|k| first.contains(k)));
+
+        // b joins (2), then leaves again (3) before anyone else noticed: a
+        // refused b's share while 2 was current, so it must run it again;
+        // what it kept throughout it must not.
+        let mut v = gate.shared.lock().view.clone();
+        v.read(Epoch {
+            number: 2,
+            members: vec!["a".into(), "b".into()],
+        });
+        v.acknowledge(2);
+        gate.set_view(v.clone());
+        let refused: Vec<_> = keys().into_iter().filter(|k| !gate.owns(k)).collect();
+        let kept: Vec<_> = keys().into_iter().filter(|k| gate.owns(k)).collect();
+        assert!(!refused.is_empty() && !kept.is_empty());
+        gate.set_view(view("a", 3, &["a"], true));
+        let gained = gate.take_gained();
+        assert!(
+            refused.iter().all(|k| gained.contains(k)),
+            "refused keys not gained"
+        );
+        assert!(kept.iter().all(|k| !gained.contains(k)), "kept keys re-run");
+
+        // A map settling with no change in between gains nothing.
+        gate.set_view(view("a", 3, &["a"], true));
+        let none = gate.take_gained();
+        assert!(keys().iter().all(|k| !none.contains(k)));
     }
 
     #[tokio::test]

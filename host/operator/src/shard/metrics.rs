@@ -1,6 +1,7 @@
 //! Prometheus families of one shard-group member: what it owns, the map it
 //! works under, and how long handovers take. No per-object labels.
 
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
@@ -14,6 +15,7 @@ pub struct ShardMetrics {
     settled: Gauge,
     fenced: Gauge,
     handover: Histogram,
+    gained: Counter,
 }
 
 impl ShardMetrics {
@@ -28,6 +30,7 @@ impl ShardMetrics {
             // 50 ms … ~27 min: a handover waits for in-flight reconciles
             // and, after a crash, for the dead member's lease to expire.
             handover: Histogram::new(exponential_buckets(0.05, 2.0, 16)),
+            gained: Counter::default(),
         };
         let r = registry.sub_registry_with_prefix(crate::metrics::PREFIX);
         r.register(
@@ -56,6 +59,11 @@ impl ShardMetrics {
             m.fenced.clone(),
         );
         r.register(
+            "shard_gained_parents",
+            "Parents re-enqueued because a settled shard map gave them to this replica (kept ones are not)",
+            m.gained.clone(),
+        );
+        r.register(
             "shard_handover_duration_seconds",
             "From reading a new shard map to seeing it settled (drain, acknowledgements of every member)",
             m.handover.clone(),
@@ -74,6 +82,11 @@ impl ShardMetrics {
     /// Records how many parents this replica owns.
     pub fn owned(&self, n: usize) {
         self.owned_parents.set(n as i64);
+    }
+
+    /// Counts parents re-enqueued after a map settled.
+    pub fn gained(&self, n: usize) {
+        self.gained.inc_by(n as u64);
     }
 
     /// Records one handover, from reading the map to its settling.

@@ -35,7 +35,7 @@ pub mod metrics;
 pub mod view;
 
 pub use coordinator::Coordinator;
-pub use gate::{ShardGate, follow};
+pub use gate::{Gained, ShardGate, follow};
 pub use member::{Acknowledger, Membership};
 pub use metrics::ShardMetrics;
 pub use view::{Epoch, ShardView};

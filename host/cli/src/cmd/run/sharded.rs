@@ -113,13 +113,22 @@ pub(super) async fn serve(args: RunArgs, group: String) -> anyhow::Result<ExitCo
 
     let (fenced_tx, mut fenced) = watch::channel(true);
     let requeue = handle.clone();
+    let gained_metrics = shard_metrics.clone();
     let following = tokio::spawn(follow(
         gate.clone(),
         membership.view(),
         membership.acknowledger(),
-        move || {
+        move |gained| {
             let h = requeue.clone();
-            tokio::spawn(async move { h.requeue_all().await });
+            let m = gained_metrics.clone();
+            tokio::spawn(async move {
+                let n = h.requeue_matching(|k| gained.contains(k)).await;
+                m.gained(n);
+                tracing::info!(
+                    parents = n,
+                    "re-enqueued the parents the shard map gave this replica"
+                );
+            });
         },
         Some(shard_metrics.clone()),
         fenced_tx,
