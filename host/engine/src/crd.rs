@@ -865,7 +865,8 @@ pub struct RolloutStatus {
     pub candidate_digest: String,
     /// Progressing, Paused, Promoted, RolledBack or Aborted.
     pub phase: RolloutPhase,
-    /// Index of the current step (0-based).
+    /// The current step, 1-based: step `step` of `steps`, the number the
+    /// message, the `RolloutStep` Event and `rollout status` name.
     pub step: u32,
     /// Number of steps of the policy.
     pub steps: u32,
