@@ -957,3 +957,61 @@ async fn a_changed_shadow_setting_takes_effect_without_a_new_digest() -> Result<
     env.stop_manager().await;
     Ok(())
 }
+
+/// A candidate added to a controller whose parents have all converged is
+/// shadowed at once: installing its shadow lane reconciles the parents it
+/// owes a comparison. Before, nothing reconciled them until they changed or
+/// their resync came (an hour here), so `status.shadow` stayed at zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_added_to_a_converged_fleet_is_shadowed_at_once() -> Result<()> {
+    init_tracing();
+    let mut env = Env::start().await?;
+    env.namespace("ns1").await?;
+    let active = ScriptPlugin::new("active", two_kinds("t1", |v| v.to_string()));
+    let candidate = ScriptPlugin::new("candidate", two_kinds("t1", |v| format!("{v}-new")));
+    let a = env.plugin_file("active", active.clone())?;
+    let c = env.plugin_file("candidate", candidate.clone())?;
+    let mut wc = shadow_controller("late", &a.display().to_string(), &c.display().to_string());
+    let with_candidate = wc["spec"]["plugin"]["candidate"].take();
+    wc["spec"]["plugin"]
+        .as_object_mut()
+        .map(|p| p.remove("candidate"));
+    env.create_controller(wc).await?;
+    let parents = ["p1", "p2", "p3"];
+    for p in parents {
+        env.create_widget("ns1", p, json!({"value": format!("v-{p}")}))
+            .await?;
+    }
+    env.start_manager();
+    for p in parents {
+        eventually(&format!("{p} converged"), 60, || async {
+            env.configmaps("ns1").get(&format!("{p}-cm")).await.ok()
+        })
+        .await?;
+    }
+    let settled = active.calls();
+    eventually("the fleet quiet", 30, || async {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let now = active.calls();
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        (now >= settled && active.calls() == now).then_some(())
+    })
+    .await?;
+    // The candidate arrives; no parent changes.
+    let api: kube::Api<wr_engine::WasmController> = kube::Api::all(env.client.clone());
+    api.patch(
+        "late",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"plugin": {"candidate": with_candidate}}})),
+    )
+    .await?;
+    let st = eventually("every parent shadowed", 30, || async {
+        let s = controller(&env, "late").await.ok()?.status?.shadow?;
+        (s.differing >= 3).then_some(s)
+    })
+    .await?;
+    assert_eq!(st.differences.len(), 3, "{st:?}");
+    assert!(candidate.calls() >= 3);
+    env.stop_manager().await;
+    Ok(())
+}
