@@ -213,7 +213,7 @@ fn install(kc: &Path, dir: &Path) -> Result<()> {
     let mut objects = vec![wc];
     for (p, moved_at) in PARENTS {
         let labels = match moved_at {
-            Some(0) => json!({"wave": "one"}),
+            Some(1) => json!({"wave": "one"}),
             Some(_) => json!({"wave": "two"}),
             None => json!({}),
         };
