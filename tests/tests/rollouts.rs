@@ -386,10 +386,10 @@ async fn canary_steps_advance_in_order_survive_a_restart_and_promote() -> Result
     eventually("step 1: c1 on v2, the rest on v1", 60, || async {
         let r = rollout_of(&env, "canary").await?;
         let v = versions(&env, &nss).await.ok()?;
-        (r.step == 0 && v == expect(&all_ref, &step1)).then_some(())
+        (r.step == 1 && v == expect(&all_ref, &step1)).then_some(())
     })
     .await?;
-    seen_steps.push(0);
+    seen_steps.push(1);
     // Step 2: plus the wave=two parents in any namespace.
     let step2 = keys(
         &env,
@@ -399,12 +399,12 @@ async fn canary_steps_advance_in_order_survive_a_restart_and_promote() -> Result
     eventually("step 2: c1 and wave=two on v2", 60, || async {
         let r = rollout_of(&env, "canary").await?;
         let v = versions(&env, &nss).await.ok()?;
-        (r.step == 1 && r.phase == RolloutPhase::Progressing && v == expect(&all_ref, &step2))
+        (r.step == 2 && r.phase == RolloutPhase::Progressing && v == expect(&all_ref, &step2))
             .then_some(())
     })
     .await?;
-    seen_steps.push(1);
-    assert_eq!(seen_steps, vec![0, 1]);
+    seen_steps.push(2);
+    assert_eq!(seen_steps, vec![1, 2]);
     let events = controller_events(&env, "canary").await;
     let steps: Vec<&str> = events
         .iter()
@@ -413,6 +413,14 @@ async fn canary_steps_advance_in_order_survive_a_restart_and_promote() -> Result
         .collect();
     assert_eq!(steps, vec!["step 2 of 3 started"], "{events:?}");
     let before = rollout_of(&env, "canary").await;
+    // The status counts steps as the Event and the message do.
+    assert_eq!(
+        before
+            .as_ref()
+            .map(|r| (r.step, r.steps, r.message.as_deref())),
+        Some((2, 3, Some("step 2 started"))),
+        "{before:?}"
+    );
 
     // A new host (fresh memory) continues at step 2, with the same parents.
     env.stop_manager().await;
@@ -437,7 +445,7 @@ async fn canary_steps_advance_in_order_survive_a_restart_and_promote() -> Result
     let after = rollout_of(&env, "canary").await;
     assert_eq!(
         after.as_ref().map(|r| (r.step, r.phase)),
-        Some((1, RolloutPhase::Progressing))
+        Some((2, RolloutPhase::Progressing))
     );
     assert_eq!(
         after.as_ref().and_then(|r| r.step_started_at.clone()),
@@ -529,7 +537,7 @@ async fn a_candidate_failing_a_gate_is_rolled_back_on_every_migrated_parent() ->
         (r.phase == RolloutPhase::RolledBack).then_some(r)
     })
     .await?;
-    assert_eq!(r.step, 1, "failed in step 2: {r:?}");
+    assert_eq!(r.step, 2, "failed in step 2: {r:?}");
     assert!(
         r.message.as_deref().unwrap_or("").contains("faulted"),
         "{r:?}"
@@ -683,7 +691,7 @@ async fn a_changed_candidate_config_reaches_the_parents_it_serves() -> Result<()
     };
     eventually("w1 on the candidate's first config", 60, || on("c1")).await?;
     let before = rollout_of(&env, "retag").await;
-    assert!(before.as_ref().is_some_and(|r| r.step == 0), "{before:?}");
+    assert!(before.as_ref().is_some_and(|r| r.step == 1), "{before:?}");
     // Only the candidate's config changes; the parent is not touched.
     let api: kube::Api<wr_engine::WasmController> = kube::Api::all(env.client.clone());
     api.patch(
@@ -700,6 +708,307 @@ async fn a_changed_candidate_config_reaches_the_parents_it_serves() -> Result<()
         before.as_ref().map(|r| (r.step, &r.step_started_at)),
         "rollout restarted or gone"
     );
+    env.stop_manager().await;
+    Ok(())
+}
+
+/// Removing the candidate (and its rollout) from the spec clears
+/// `status.rollout`, `status.shadow` and their conditions, and the parents
+/// the candidate served go back to the active version. Before, the host
+/// computed the cleared status but wrote it as a merge patch without the
+/// fields, which left the stale ones on the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_the_candidate_clears_status_rollout_and_shadow() -> Result<()> {
+    init_tracing();
+    let mut env = Env::start().await?;
+    env.namespace("r1").await?;
+    let r1 = env.ns("r1");
+    let log = CallLog::default();
+    let v1 = env.plugin_file("v1", versioned("v1", &log, None))?;
+    let v2 = env.plugin_file("v2", versioned("v2", &log, None))?;
+    env.create_controller(json!({
+        "apiVersion": "wasm-reconciler.dev/v1alpha1", "kind": "WasmController",
+        "metadata": {"name": "ended"},
+        "spec": {
+            "parentResource": {"apiVersion": format!("{TEST_GROUP}/v1"), "resource": "widgets"},
+            "childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "plugin": {"path": v1.display().to_string(),
+                       "candidate": {"path": v2.display().to_string()}},
+            "rollout": {"steps": [{"namespaces": [r1]}], "pauseSeconds": 3600},
+            "resyncPeriodSeconds": 3600
+        }
+    }))
+    .await?;
+    env.create_widget("r1", "w1", json!({})).await?;
+    env.start_manager();
+    let key = format!("{r1}/w1");
+    eventually(
+        "w1 on the candidate, rollout and shadow on the status",
+        60,
+        || async {
+            let st = controller(&env, "ended").await.ok()?.status?;
+            let v = versions(&env, &["r1"]).await.ok()?;
+            (st.rollout.is_some() && st.shadow.is_some() && v.get(&key)? == "v2").then_some(())
+        },
+    )
+    .await?;
+    let api: kube::Api<wr_engine::WasmController> = kube::Api::all(env.client.clone());
+    api.patch(
+        "ended",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"plugin": {"candidate": null}, "rollout": null}})),
+    )
+    .await?;
+    let st = eventually("status.rollout and status.shadow cleared", 30, || async {
+        let st = controller(&env, "ended").await.ok()?.status?;
+        (st.rollout.is_none() && st.shadow.is_none()).then_some(st)
+    })
+    .await?;
+    let types: Vec<&str> = st.conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert!(
+        !types.contains(&"Rollout") && !types.contains(&"CandidateLoaded"),
+        "{types:?}"
+    );
+    eventually("w1 back on the active version", 30, || async {
+        let v = versions(&env, &["r1"]).await.ok()?;
+        (v.get(&key)? == "v1").then_some(())
+    })
+    .await?;
+    env.stop_manager().await;
+    Ok(())
+}
+
+/// A candidate whose signature is refused says which ConfigMap
+/// (namespace/name) and which field it read: before, the message named only
+/// `signature.json`, not where it came from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_candidate_signature_names_its_configmap_and_field() -> Result<()> {
+    init_tracing();
+    let mut env = Env::start().await?;
+    env.namespace("s1").await?;
+    env.namespace("plugins").await?;
+    let log = CallLog::default();
+    let v1 = env.plugin_file("v1", versioned("v1", &log, None))?;
+    let v2 = env.plugin_file("v2", versioned("v2", &log, None))?;
+    let (private, _, public) = wr_engine::signing::generate([5; 32])?;
+    let key = wr_engine::signing::parse_private_key(&private)?;
+    let sign = |bytes: &[u8]| -> Result<String> {
+        let digest = wr_engine::plugin_source::digest(bytes);
+        Ok(serde_json::to_string(&wr_engine::signing::sign(
+            &key, &digest,
+        ))?)
+    };
+    // The active version is signed properly, beside its file.
+    std::fs::write(
+        format!("{}.signature.json", v1.display()),
+        sign(&std::fs::read(&v1)?)?,
+    )?;
+    // The candidate's ConfigMap holds a signature over other bytes.
+    put_raw(&env, "plugins", "next", &std::fs::read(&v2)?).await?;
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(env.client.clone(), &env.ns("plugins"));
+    let signature = json!({wr_engine::signing::SIGNATURE_KEY: sign(b"other bytes")?});
+    cms.patch(
+        "next",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": signature})),
+    )
+    .await?;
+    env.create_controller(json!({
+        "apiVersion": "wasm-reconciler.dev/v1alpha1", "kind": "WasmController",
+        "metadata": {"name": "signed"},
+        "spec": {
+            "parentResource": {"apiVersion": format!("{TEST_GROUP}/v1"), "resource": "widgets"},
+            "childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "plugin": {
+                "path": v1.display().to_string(),
+                "signature": {"trustedKeys": [public]},
+                "candidate": {"configMap": {"name": "next", "namespace": env.ns("plugins")}}
+            },
+            "resyncPeriodSeconds": 3600
+        }
+    }))
+    .await?;
+    env.create_widget("s1", "w1", json!({})).await?;
+    env.start_manager();
+    let (_, reason, message) = eventually("CandidateLoaded=False", 60, || async {
+        condition(&env, "signed", "CandidateLoaded")
+            .await
+            .filter(|c| c.0 == "False")
+    })
+    .await?;
+    assert_eq!(reason, "SignatureInvalid");
+    let cm = format!("ConfigMap {}/next", env.ns("plugins"));
+    assert!(
+        message.starts_with(&format!(
+            "spec.plugin.candidate: {cm}: signature.json signs sha256:"
+        )),
+        "{message}"
+    );
+    let events = controller_events(&env, "signed").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.0 == "Warning" && e.1 == "SignatureInvalid" && e.2.contains(&cm)),
+        "{events:?}"
+    );
+    // The signed active version serves meanwhile.
+    let key = format!("{}/w1", env.ns("s1"));
+    eventually("w1 on the active version", 30, || async {
+        let v = versions(&env, &["s1"]).await.ok()?;
+        (v.get(&key)? == "v1").then_some(())
+    })
+    .await?;
+    env.stop_manager().await;
+    Ok(())
+}
+
+/// `volatileFields` and `maxDifferences` of a candidate take effect when
+/// they change, with the same component: the lane is made again and counts
+/// afresh (the earlier counts were judged by other rules). Before, the lane
+/// kept the settings it started with until the candidate's digest changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_shadow_setting_takes_effect_without_a_new_digest() -> Result<()> {
+    init_tracing();
+    let mut env = Env::start().await?;
+    env.namespace("ns1").await?;
+    let active = ScriptPlugin::new("active", two_kinds("t1", |v| v.to_string()));
+    let candidate = ScriptPlugin::new("candidate", two_kinds("t2", |v| format!("{v}-new")));
+    let a = env.plugin_file("active", active)?;
+    let c = env.plugin_file("candidate", candidate)?;
+    let mut wc = shadow_controller(
+        "settings",
+        &a.display().to_string(),
+        &c.display().to_string(),
+    );
+    wc["spec"]["plugin"]["candidate"]["maxDifferences"] = json!(1);
+    env.create_controller(wc).await?;
+    env.start_manager();
+    let parents = ["p1", "p2", "p3"];
+    for p in parents {
+        env.create_widget("ns1", p, json!({"value": format!("v-{p}")}))
+            .await?;
+    }
+    let shadow = || async { controller(&env, "settings").await.ok()?.status?.shadow };
+    let st = eventually("three differing calls, one difference kept", 60, || async {
+        shadow().await.filter(|s| s.differing >= 3)
+    })
+    .await?;
+    assert_eq!(st.differences.len(), 1, "{st:?}");
+    let touch = |round: &'static str| {
+        let env = &env;
+        async move {
+            for p in parents {
+                env.widgets("ns1")
+                    .patch(
+                        p,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"metadata": {"labels": {"round": round}}})),
+                    )
+                    .await?;
+            }
+            anyhow::Ok(())
+        }
+    };
+    let set = |candidate: Value| {
+        let api: kube::Api<wr_engine::WasmController> = kube::Api::all(env.client.clone());
+        async move {
+            api.patch(
+                "settings",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"plugin": {"candidate": candidate}}})),
+            )
+            .await?;
+            anyhow::Ok(())
+        }
+    };
+    // maxDifferences 1 -> 10: every difference is kept from now on. (The
+    // parents are touched so that they are compared again whether or not the
+    // new lane reconciles them itself.)
+    set(json!({"maxDifferences": 10})).await?;
+    touch("two").await?;
+    let st = eventually("three differences kept", 60, || async {
+        shadow().await.filter(|s| s.differences.len() >= 3)
+    })
+    .await?;
+    assert!(
+        st.differences.iter().all(|d| d.field == "data.value"),
+        "{st:?}"
+    );
+    // The whole ConfigMap data volatile: the same answers are now identical,
+    // and the counts judged by the old rules are gone.
+    set(json!({"volatileFields": ["ConfigMap:data"]})).await?;
+    touch("three").await?;
+    let st = eventually(
+        "three identical calls and nothing differing",
+        60,
+        || async {
+            shadow()
+                .await
+                .filter(|s| s.identical >= 3 && s.differing == 0)
+        },
+    )
+    .await?;
+    assert_eq!(st.failing, 0, "{st:?}");
+    assert!(st.differences.is_empty(), "{st:?}");
+    env.stop_manager().await;
+    Ok(())
+}
+
+/// A candidate added to a controller whose parents have all converged is
+/// shadowed at once: installing its shadow lane reconciles the parents it
+/// owes a comparison. Before, nothing reconciled them until they changed or
+/// their resync came (an hour here), so `status.shadow` stayed at zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_added_to_a_converged_fleet_is_shadowed_at_once() -> Result<()> {
+    init_tracing();
+    let mut env = Env::start().await?;
+    env.namespace("ns1").await?;
+    let active = ScriptPlugin::new("active", two_kinds("t1", |v| v.to_string()));
+    let candidate = ScriptPlugin::new("candidate", two_kinds("t1", |v| format!("{v}-new")));
+    let a = env.plugin_file("active", active.clone())?;
+    let c = env.plugin_file("candidate", candidate.clone())?;
+    let mut wc = shadow_controller("late", &a.display().to_string(), &c.display().to_string());
+    let with_candidate = wc["spec"]["plugin"]["candidate"].take();
+    wc["spec"]["plugin"]
+        .as_object_mut()
+        .map(|p| p.remove("candidate"));
+    env.create_controller(wc).await?;
+    let parents = ["p1", "p2", "p3"];
+    for p in parents {
+        env.create_widget("ns1", p, json!({"value": format!("v-{p}")}))
+            .await?;
+    }
+    env.start_manager();
+    for p in parents {
+        eventually(&format!("{p} converged"), 60, || async {
+            env.configmaps("ns1").get(&format!("{p}-cm")).await.ok()
+        })
+        .await?;
+    }
+    let settled = active.calls();
+    eventually("the fleet quiet", 30, || async {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let now = active.calls();
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        (now >= settled && active.calls() == now).then_some(())
+    })
+    .await?;
+    // The candidate arrives; no parent changes.
+    let api: kube::Api<wr_engine::WasmController> = kube::Api::all(env.client.clone());
+    api.patch(
+        "late",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"plugin": {"candidate": with_candidate}}})),
+    )
+    .await?;
+    let st = eventually("every parent shadowed", 30, || async {
+        let s = controller(&env, "late").await.ok()?.status?.shadow?;
+        (s.differing >= 3).then_some(s)
+    })
+    .await?;
+    assert_eq!(st.differences.len(), 3, "{st:?}");
+    assert!(candidate.calls() >= 3);
     env.stop_manager().await;
     Ok(())
 }

@@ -44,13 +44,13 @@ const LEASE: &[&str] = &[
     "--shutdown-timeout-seconds=5",
 ];
 
-/// Parents and the step that moves each to the candidate (None: only the
-/// promotion does).
+/// Parents and the step (1-based, as `status.rollout.step`) that moves each
+/// to the candidate (None: only the promotion does).
 const PARENTS: &[(&str, Option<u32>)] = &[
-    ("s1", Some(0)),
-    ("s2", Some(0)),
-    ("s3", Some(1)),
-    ("s4", Some(1)),
+    ("s1", Some(1)),
+    ("s2", Some(1)),
+    ("s3", Some(2)),
+    ("s4", Some(2)),
     ("s5", None),
     ("s6", None),
 ];
@@ -213,7 +213,7 @@ fn install(kc: &Path, dir: &Path) -> Result<()> {
     let mut objects = vec![wc];
     for (p, moved_at) in PARENTS {
         let labels = match moved_at {
-            Some(0) => json!({"wave": "one"}),
+            Some(1) => json!({"wave": "one"}),
             Some(_) => json!({"wave": "two"}),
             None => json!({}),
         };
@@ -301,7 +301,7 @@ fn a_new_leader_continues_a_canary_rollout_at_the_step_the_killed_leader_reached
         120,
         || {
             let r = rollout(&kc)?;
-            (r.step == 0 && versions_at(&kc, 1)? == expected(Some(0))).then_some(())
+            (r.step == 1 && versions_at(&kc, 1)? == expected(Some(1))).then_some(())
         },
     )?;
     let at_step2 = eventually(
@@ -309,7 +309,7 @@ fn a_new_leader_continues_a_canary_rollout_at_the_step_the_killed_leader_reached
         120,
         || {
             let r = rollout(&kc)?;
-            (r.step == 1 && r.phase == "Progressing" && versions_at(&kc, 1)? == expected(Some(1)))
+            (r.step == 2 && r.phase == "Progressing" && versions_at(&kc, 1)? == expected(Some(2)))
                 .then_some(r)
         },
     )?;
@@ -351,11 +351,11 @@ fn a_new_leader_continues_a_canary_rollout_at_the_step_the_killed_leader_reached
             now_rollout.step,
             now_rollout.phase.as_str(),
             now_rollout.started.as_str()
-        ) == (1, "Progressing", at_step2.started.as_str()),
+        ) == (2, "Progressing", at_step2.started.as_str()),
         "the new leader must continue step 2 as it was: {now_rollout:?}, before the kill {at_step2:?}"
     );
     ensure!(
-        after == expected(Some(1)),
+        after == expected(Some(2)),
         "the new leader must run each parent on its step-2 version: {after:?}"
     );
     let mut log = requests_of(&cluster.log)?;
@@ -394,7 +394,7 @@ fn a_new_leader_continues_a_canary_rollout_at_the_step_the_killed_leader_reached
     let mut distinct = steps.clone();
     distinct.dedup();
     ensure!(
-        distinct.iter().map(|s| s.0).collect::<Vec<_>>() == vec![0, 1, 2],
+        distinct.iter().map(|s| s.0).collect::<Vec<_>>() == vec![1, 2, 3],
         "each step once, in order: {history:#?}"
     );
     ensure!(
@@ -405,12 +405,12 @@ fn a_new_leader_continues_a_canary_rollout_at_the_step_the_killed_leader_reached
     ensure!(
         b_part
             .first()
-            .is_some_and(|s| s.step == 1 && s.started == at_step2.started),
+            .is_some_and(|s| s.step == 2 && s.started == at_step2.started),
         "run-b's first version must be step 2 as run-a left it: {b_part:#?}"
     );
     let step3 = b_part
         .iter()
-        .find(|s| s.step == 2)
+        .find(|s| s.step == 3)
         .context("run-b never started step 3")?;
     ensure!(
         parse_time(&step3.started)?.duration_since(step2_started)

@@ -40,7 +40,7 @@ pub fn route(policy: &RolloutPolicy, status: &RolloutStatus) -> Route {
         RolloutPhase::Promoted => Route::Everybody,
         RolloutPhase::RolledBack | RolloutPhase::Aborted => Route::Nobody,
         RolloutPhase::Progressing | RolloutPhase::Paused => {
-            let upto = (status.step as usize + 1).min(policy.steps.len());
+            let upto = (status.step.max(1) as usize).min(policy.steps.len());
             Route::Steps(
                 policy.steps[..upto]
                     .iter()
@@ -62,12 +62,12 @@ pub fn route(policy: &RolloutPolicy, status: &RolloutStatus) -> Route {
     }
 }
 
-/// A fresh rollout of `digest`: step 0 from `now`.
+/// A fresh rollout of `digest`: step 1 from `now`.
 pub fn begin(policy: &RolloutPolicy, digest: &str, now: Timestamp) -> RolloutStatus {
     RolloutStatus {
         candidate_digest: digest.to_string(),
         phase: RolloutPhase::Progressing,
-        step: 0,
+        step: 1,
         steps: policy.steps.len() as u32,
         step_started_at: Some(stamp(now)),
         message: Some("step 1 started".into()),
@@ -97,7 +97,7 @@ pub struct Observed {
 /// A change worth an Event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transition {
-    /// Step `n` (0-based) started.
+    /// Step `n` (1-based, as `status.rollout.step`) started.
     Advanced(u32),
     /// The last step passed: every parent runs the candidate.
     Promoted,
@@ -124,7 +124,9 @@ pub fn advance(
         return (st, None);
     }
     let gates = policy.gates.clone().unwrap_or_default();
-    let n = st.step + 1;
+    // 1-based, like the messages; a status without a step is at step 1.
+    st.step = st.step.max(1);
+    let n = st.step;
     let started = st
         .step_started_at
         .as_deref()
@@ -142,7 +144,7 @@ pub fn advance(
     if st.phase == RolloutPhase::Paused {
         return (st, None);
     }
-    let step = policy.steps.get(st.step as usize);
+    let step = policy.steps.get(n as usize - 1);
     let pause = step
         .and_then(|s| s.pause_seconds)
         .or(policy.pause_seconds)
@@ -161,7 +163,7 @@ pub fn advance(
     st.step_started_at = Some(stamp(now));
     st.faults = 0;
     st.permanent_errors = 0;
-    st.message = Some(format!("step {} started", st.step + 1));
+    st.message = Some(format!("step {} started", st.step));
     let step = st.step;
     (st, Some(Transition::Advanced(step)))
 }
@@ -259,11 +261,11 @@ pub fn apply_command(
         }
         (Command::Pause, RolloutPhase::Progressing) => {
             st.phase = RolloutPhase::Paused;
-            st.message = Some(format!("paused at step {}", st.step + 1));
+            st.message = Some(format!("paused at step {}", st.step.max(1)));
         }
         (Command::Resume, RolloutPhase::Paused) => {
             st.phase = RolloutPhase::Progressing;
-            st.message = Some(format!("resumed at step {}", st.step + 1));
+            st.message = Some(format!("resumed at step {}", st.step.max(1)));
         }
         (Command::Resume, RolloutPhase::RolledBack | RolloutPhase::Aborted) => {
             st = begin(policy, &st.candidate_digest, now);
@@ -340,12 +342,12 @@ mod tests {
         let p = policy();
         let s0 = begin(&p, "sha256:c", t(0));
         let (s, tr) = advance(&p, &s0, ok(3), t(29));
-        assert_eq!((s.step, tr), (0, None));
+        assert_eq!((s.step, tr), (1, None));
         let (s1, tr) = advance(&p, &s, ok(3), t(30));
-        assert_eq!((s1.step, tr), (1, Some(Transition::Advanced(1))));
+        assert_eq!((s1.step, tr), (2, Some(Transition::Advanced(2))));
         assert_eq!(s1.step_started_at.as_deref(), Some(stamp(t(30)).as_str()));
         let (s2, _) = advance(&p, &s1, ok(10), t(60));
-        assert_eq!(s2.step, 2);
+        assert_eq!(s2.step, 3);
         let (s3, tr) = advance(&p, &s2, ok(20), t(90));
         assert_eq!(
             (s3.phase, tr),
@@ -387,7 +389,7 @@ mod tests {
         assert!(why.contains("8 of 10"), "{why}");
         // 9 of 10 is 90 %: enough.
         let fine = Observed { ready: 9, ..slow };
-        assert_eq!(advance(&p, &s0, fine, t(30)).0.step, 1);
+        assert_eq!(advance(&p, &s0, fine, t(30)).0.step, 2);
     }
 
     #[test]
@@ -413,7 +415,7 @@ mod tests {
             RolloutPhase::RolledBack
         );
         // Paused holds the step even after its pause.
-        assert_eq!(advance(&p, &s0, ok(2), t(100)).0.step, 0);
+        assert_eq!(advance(&p, &s0, ok(2), t(100)).0.step, 1);
     }
 
     #[test]
@@ -437,7 +439,7 @@ mod tests {
             .find(|n| bucket(Some("canary"), n) >= 10)
             .unwrap();
         assert!(!route(&p, &s).serves(Some("canary"), &out_of_ten, &none));
-        s.step = 1;
+        s.step = 2;
         assert!(route(&p, &s).serves(Some("canary"), "any", &none));
         assert!(route(&p, &s).serves(Some("x"), &in_ten, &none));
         s.phase = RolloutPhase::RolledBack;
@@ -461,8 +463,48 @@ mod tests {
         let aborted = apply_command(&p, &s, Command::Abort, t(1));
         assert_eq!(aborted.phase, RolloutPhase::Aborted);
         let again = apply_command(&p, &aborted, Command::Resume, t(5));
-        assert_eq!((again.phase, again.step), (RolloutPhase::Progressing, 0));
+        assert_eq!((again.phase, again.step), (RolloutPhase::Progressing, 1));
         assert_eq!(again.step_started_at.as_deref(), Some(stamp(t(5)).as_str()));
         assert!("sideways".parse::<Command>().is_err());
+    }
+
+    /// `status.rollout.step`, its message, the `RolloutStep` Event's step and
+    /// a failed gate's message all count the same way (1-based): a status
+    /// once said `step: 1` beside "step 2 started".
+    #[test]
+    fn the_status_step_is_the_step_the_messages_name() {
+        let p = policy();
+        let s1 = begin(&p, "d", t(0));
+        assert_eq!(
+            (s1.step, s1.message.as_deref()),
+            (1, Some("step 1 started"))
+        );
+        let (s2, tr) = advance(&p, &s1, ok(3), t(30));
+        assert_eq!(tr, Some(Transition::Advanced(2)));
+        assert_eq!(
+            (s2.step, s2.message.as_deref()),
+            (2, Some("step 2 started"))
+        );
+        let paused = apply_command(&p, &s2, Command::Pause, t(31));
+        assert_eq!(paused.message.as_deref(), Some("paused at step 2"));
+        let bad = Observed { faults: 2, ..ok(3) };
+        let (rolled, _) = advance(&p, &s2, bad, t(32));
+        assert_eq!(rolled.step, 2);
+        assert!(
+            rolled
+                .message
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("step 2:"),
+            "{rolled:?}"
+        );
+        // Promotion after the last step names the number of steps.
+        let (s3, _) = advance(&p, &s2, ok(3), t(60));
+        let (done, tr) = advance(&p, &s3, ok(3), t(90));
+        assert_eq!((s3.step, tr), (3, Some(Transition::Promoted)));
+        assert_eq!(
+            done.message.as_deref(),
+            Some("all 3 steps passed; every parent runs the candidate")
+        );
     }
 }

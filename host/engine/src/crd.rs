@@ -454,14 +454,15 @@ fn check_strategy(field: &str, s: &UpdateStrategy) -> Result<(), SpecError> {
 
 // --- end of rolling update status checks ---
 
-/// Where the plugin component comes from.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+/// Where a plugin version's component comes from and the `config` it is
+/// called with: the fields `spec.plugin` and `spec.plugin.candidate` share
+/// (flattened into both, so the YAML keeps them at the same level as the
+/// rest; [`PluginSource`] and [`CandidateSource`] dereference to it).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "has(self.configMap) != has(self.path)", "message": "exactly one of configMap or path must be set"}
-]))]
-pub struct PluginSource {
-    /// A key in a ConfigMap's `binaryData` holding the component bytes.
+pub struct ComponentSource {
+    /// A key in a ConfigMap's `binaryData` holding the component bytes (or a
+    /// chunk manifest), published by `wasm-reconciler publish`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_map: Option<ConfigMapSource>,
     /// A local file path (for `wasm-reconciler dev` and tests; never in a shared cluster).
@@ -471,10 +472,23 @@ pub struct PluginSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^(sha256:)?[0-9a-f]{64}$"))]
     pub sha256: Option<String>,
-    /// Settings handed to the plugin as `config` (any JSON).
+    /// Settings handed to the plugin as `config` (any JSON). A candidate
+    /// without its own gets the active version's `spec.plugin.config`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "any_json")]
     pub config: Option<serde_json::Value>,
+}
+
+/// Where the plugin component comes from.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.configMap) != has(self.path)", "message": "exactly one of configMap or path must be set"}
+]))]
+pub struct PluginSource {
+    /// `configMap` or `path`, `sha256`, `config`.
+    #[serde(flatten)]
+    pub component: ComponentSource,
     /// Automatic rollback of a new version that faults too often.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<RollbackPolicy>,
@@ -681,21 +695,10 @@ pub struct WasmControllerStatus {
     {"rule": "has(self.configMap) != has(self.path)", "message": "exactly one of configMap or path must be set"}
 ]))]
 pub struct CandidateSource {
-    /// A key in a ConfigMap's `binaryData` holding the component bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_map: Option<ConfigMapSource>,
-    /// A local file path (for `dev` and tests).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    /// Optional pin: lowercase hex sha256 of the component.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^(sha256:)?[0-9a-f]{64}$"))]
-    pub sha256: Option<String>,
-    /// Settings handed to the candidate as `config`; default: the active
-    /// version's `spec.plugin.config`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "any_json")]
-    pub config: Option<serde_json::Value>,
+    /// `configMap` or `path`, `sha256`, `config` (default: the active
+    /// version's `spec.plugin.config`).
+    #[serde(flatten)]
+    pub component: ComponentSource,
     /// Sandbox limits of the candidate's calls; default: `spec.limits`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
@@ -725,10 +728,7 @@ impl CandidateSource {
     /// The candidate as a plugin source (for reading and pinning).
     pub fn source(&self) -> PluginSource {
         PluginSource {
-            config_map: self.config_map.clone(),
-            path: self.path.clone(),
-            sha256: self.sha256.clone(),
-            config: self.config.clone(),
+            component: self.component.clone(),
             rollback: None,
             candidate: None,
             // The signature policy is the controller's (`spec.plugin.signature`),
@@ -736,6 +736,34 @@ impl CandidateSource {
             signature: None,
             memoize: Default::default(),
         }
+    }
+}
+
+// The shared fields read as the source's own (`spec.plugin.path`), as they
+// are in the YAML: callers need not know they are one struct.
+impl std::ops::Deref for PluginSource {
+    type Target = ComponentSource;
+    fn deref(&self) -> &ComponentSource {
+        &self.component
+    }
+}
+
+impl std::ops::DerefMut for PluginSource {
+    fn deref_mut(&mut self) -> &mut ComponentSource {
+        &mut self.component
+    }
+}
+
+impl std::ops::Deref for CandidateSource {
+    type Target = ComponentSource;
+    fn deref(&self) -> &ComponentSource {
+        &self.component
+    }
+}
+
+impl std::ops::DerefMut for CandidateSource {
+    fn deref_mut(&mut self) -> &mut ComponentSource {
+        &mut self.component
     }
 }
 
@@ -865,7 +893,8 @@ pub struct RolloutStatus {
     pub candidate_digest: String,
     /// Progressing, Paused, Promoted, RolledBack or Aborted.
     pub phase: RolloutPhase,
-    /// Index of the current step (0-based).
+    /// The current step, 1-based: step `step` of `steps`, the number the
+    /// message, the `RolloutStep` Event and `rollout status` name.
     pub step: u32,
     /// Number of steps of the policy.
     pub steps: u32,
@@ -1143,6 +1172,43 @@ mod tests {
         let e = s.validate().unwrap_err();
         assert_eq!(e.field, "spec.related[3].name");
         assert!(e.message.contains("\"tls\""), "{}", e.message);
+    }
+
+    /// The source fields `spec.plugin` and its candidate share are one
+    /// struct, flattened: the YAML keeps them beside the others, and the
+    /// schema lists them there (no `component` level).
+    #[test]
+    fn plugin_and_candidate_keep_their_source_fields_at_one_level() {
+        let yaml = serde_json::json!({
+            "configMap": {"name": "p", "namespace": "ns"},
+            "sha256": "a".repeat(64),
+            "config": {"k": 1},
+            "candidate": {
+                "path": "/next.wasm",
+                "config": {"k": 2},
+                "volatileFields": ["status.at"],
+                "shadow": false
+            }
+        });
+        let p: PluginSource = serde_json::from_value(yaml.clone()).unwrap();
+        assert_eq!(p.config_map.as_ref().map(|c| c.name.as_str()), Some("p"));
+        let c = p.candidate.as_ref().unwrap();
+        assert_eq!(c.path.as_deref(), Some("/next.wasm"));
+        assert_eq!(c.source().config, Some(serde_json::json!({"k": 2})));
+        assert_eq!(serde_json::to_value(&p).unwrap(), yaml);
+        use kube::CustomResourceExt;
+        let crd = serde_json::to_value(WasmController::crd()).unwrap();
+        let plugin = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["plugin"];
+        for props in [
+            &plugin["properties"],
+            &plugin["properties"]["candidate"]["properties"],
+        ] {
+            for k in ["configMap", "path", "sha256", "config"] {
+                assert!(props.get(k).is_some(), "{k} missing: {props}");
+            }
+            assert!(props.get("component").is_none(), "{props}");
+        }
     }
 
     #[test]

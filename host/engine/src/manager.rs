@@ -929,10 +929,16 @@ async fn write_wc_status(
         field_manager: Some(MANAGER_FIELD_MANAGER.into()),
         ..PatchParams::default()
     };
-    if let Err(e) = api
-        .patch_status(&name, &pp, &Patch::Merge(json!({"status": status})))
-        .await
-    {
+    // A field the new status drops (`shadow` and `rollout` once the candidate
+    // is removed from the spec) must go as an explicit null: a merge patch
+    // of the new status alone would leave it on the server.
+    let old = wc
+        .status
+        .as_ref()
+        .and_then(|s| serde_json::to_value(s).ok());
+    let new = serde_json::to_value(&status).unwrap_or_default();
+    let body = json!({"status": crate::status::merge_patch(old.as_ref(), &new)});
+    if let Err(e) = api.patch_status(&name, &pp, &Patch::Merge(body)).await {
         tracing::debug!(controller = %name, error = %e, "writing WasmController status failed");
     }
 }

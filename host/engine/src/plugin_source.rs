@@ -374,10 +374,11 @@ mod tests {
         let p = dir.path().join("p.wasm");
         std::fs::write(&p, b"bytes").unwrap();
         let src = PluginSource {
-            config_map: None,
-            path: Some(p.display().to_string()),
-            sha256: Some(digest(b"bytes")),
-            config: None,
+            component: crate::crd::ComponentSource {
+                path: Some(p.display().to_string()),
+                sha256: Some(digest(b"bytes")),
+                ..Default::default()
+            },
             rollback: None,
             signature: None,
             memoize: Default::default(),

@@ -19,7 +19,7 @@ use ed25519_dalek::{Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::crd::SignaturePolicy;
+use crate::crd::{PluginSource, SignaturePolicy};
 
 /// Key of the signature in the referenced ConfigMap's `data`.
 pub const SIGNATURE_KEY: &str = "signature.json";
@@ -60,17 +60,17 @@ pub enum SigningError {
     },
     /// The WasmController requires a signature and the source has none.
     #[error(
-        "spec.plugin.signature: component {digest} is not signed (no data key {SIGNATURE_KEY:?} in the plugin ConfigMap, or no {SIGNATURE_KEY:?} beside the file); it is refused"
+        "{SIGNATURE_KEY} is missing: component {digest} is not signed, and spec.plugin.signature requires a signature; it is refused"
     )]
     Unsigned {
         /// The component's digest.
         digest: String,
     },
     /// The signature does not parse.
-    #[error("{SIGNATURE_KEY}: {0}")]
+    #[error("{SIGNATURE_KEY} does not parse: {0}")]
     Malformed(String),
     /// The signature is for other bytes.
-    #[error("{SIGNATURE_KEY}: signs {signed}, but the component is {actual}; it is refused")]
+    #[error("{SIGNATURE_KEY} signs {signed}, but the component is {actual}; it is refused")]
     OtherDigest {
         /// Digest named in the signature.
         signed: String,
@@ -79,7 +79,7 @@ pub enum SigningError {
     },
     /// No trusted key verifies it.
     #[error(
-        "{SIGNATURE_KEY}: signature by key {key_id} over {digest} does not verify with any of the {trusted} key(s) in spec.plugin.signature.trustedKeys; it is refused"
+        "{SIGNATURE_KEY}: the signature by key {key_id} over {digest} does not verify with any of the {trusted} key(s) in spec.plugin.signature.trustedKeys; it is refused"
     )]
     Untrusted {
         /// Key id the signature claims.
@@ -99,6 +99,31 @@ impl SigningError {
             SigningError::TrustedKey { .. } | SigningError::PrivateKey(_) => "TrustedKeyInvalid",
             _ => "SignatureInvalid",
         }
+    }
+
+    /// The message for a condition or an Event: a problem with the
+    /// signature names where it was read (`location`, see
+    /// [`signature_location`]); a bad trusted key names its field of the
+    /// WasmController already.
+    pub fn message_at(&self, location: &str) -> String {
+        if self.reason() == "TrustedKeyInvalid" {
+            self.to_string()
+        } else {
+            format!("{location}: {self}")
+        }
+    }
+}
+
+/// Where `source` keeps its signature, for messages that must name the
+/// object it came from: `ConfigMap NS/NAME` (the referenced ConfigMap,
+/// whether it holds the component or a chunk manifest; the signature is its
+/// `data["signature.json"]`), or `file PATH.signature.json` beside a path
+/// source.
+pub fn signature_location(source: &PluginSource) -> String {
+    match (&source.config_map, &source.path) {
+        (Some(cm), _) => format!("ConfigMap {}/{}", cm.namespace, cm.name),
+        (None, Some(path)) => format!("file {path}.{SIGNATURE_KEY}"),
+        (None, None) => SIGNATURE_KEY.to_string(),
     }
 }
 
@@ -306,6 +331,52 @@ mod tests {
         assert!(
             e.to_string()
                 .starts_with("spec.plugin.signature.trustedKeys[1]"),
+            "{e}"
+        );
+    }
+
+    /// A refused signature names the ConfigMap (namespace/name) or file it
+    /// was read from and its key; a bad trusted key names its own field.
+    #[test]
+    fn refusals_name_the_object_and_field_the_signature_came_from() {
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let d = crate::plugin_source::digest(b"component");
+        let other = crate::plugin_source::digest(b"other");
+        let text = serde_json::to_string(&sign(&key, &other)).unwrap();
+        let from_cm: PluginSource = serde_json::from_value(serde_json::json!({
+            "configMap": {"name": "site-plugin", "namespace": "plugins"}
+        }))
+        .unwrap();
+        let e = verify(Some(&policy(&[&key])), &d, Some(&text)).unwrap_err();
+        assert_eq!(e.reason(), "SignatureInvalid");
+        assert_eq!(
+            e.message_at(&signature_location(&from_cm)),
+            format!(
+                "ConfigMap plugins/site-plugin: signature.json signs {other}, but the component is {d}; it is refused"
+            )
+        );
+        let e = verify(Some(&policy(&[&key])), &d, Some("{")).unwrap_err();
+        assert!(
+            e.message_at(&signature_location(&from_cm))
+                .starts_with("ConfigMap plugins/site-plugin: signature.json does not parse: "),
+            "{e}"
+        );
+        let from_file: PluginSource =
+            serde_json::from_value(serde_json::json!({"path": "/p/site.wasm"})).unwrap();
+        let e = verify(Some(&policy(&[&key])), &d, None).unwrap_err();
+        let m = e.message_at(&signature_location(&from_file));
+        assert!(
+            m.starts_with("file /p/site.wasm.signature.json: signature.json is missing: ")
+                && m.contains("spec.plugin.signature"),
+            "{m}"
+        );
+        let bad = SignaturePolicy {
+            trusted_keys: vec!["AAAA".into()],
+        };
+        let e = verify(Some(&bad), &d, Some(&text)).unwrap_err();
+        assert!(
+            e.message_at(&signature_location(&from_cm))
+                .starts_with("spec.plugin.signature.trustedKeys[0]: "),
             "{e}"
         );
     }

@@ -200,7 +200,7 @@ pub fn render(wc: &WasmController) -> String {
                 }
                 _ => format!(
                     "step {} of {} (started {})",
-                    r.step + 1,
+                    r.step.max(1),
                     r.steps,
                     r.step_started_at.as_deref().unwrap_or("?")
                 ),
@@ -255,7 +255,7 @@ mod tests {
                 "pluginDigest": "sha256:aa",
                 "conditions": [{"type": "CandidateLoaded", "status": "True", "reason": "Loaded",
                     "message": "candidate sha256:bb", "lastTransitionTime": "2026-12-01T00:00:00Z"}],
-                "rollout": {"candidateDigest": "sha256:bb", "phase": "Progressing", "step": 1,
+                "rollout": {"candidateDigest": "sha256:bb", "phase": "Progressing", "step": 2,
                     "steps": 2, "stepStartedAt": "2026-12-01T00:00:00Z", "migrated": 4,
                     "migratedReady": 3, "faults": 0, "permanentErrors": 0},
                 "shadow": {"candidateDigest": "sha256:bb", "identical": 5, "differing": 1,

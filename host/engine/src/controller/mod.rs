@@ -137,12 +137,32 @@ impl ControllerHandle {
                 != c.as_ref().map(|n| (&n.digest, &n.config));
             was != now || (was && now && changed)
         };
+        // A new shadow lane (a new candidate, or new shadow settings) has
+        // compared nobody yet: the parents the active version serves are
+        // reconciled once so that it sees them now, not at their next
+        // change or resync (a fleet converged before the candidate loaded
+        // would otherwise show no shadow counts for a resync period).
+        let new_lane = c.as_ref().and_then(|n| n.shadow.clone()).filter(|lane| {
+            !old.as_ref()
+                .and_then(|o| o.shadow.as_ref())
+                .is_some_and(|o| Arc::ptr_eq(o, lane))
+        });
+        let owed = |k: &ObjectKey, p: &DynamicObject| {
+            new_lane.as_ref().is_some_and(|lane| {
+                !c.as_ref().is_some_and(|n| n.route.serves_object(p)) && lane.owes(&k.to_string())
+            })
+        };
         for k in self.ctl.parent_cache.keys() {
-            if self.ctl.parent_cache.get(&k).is_some_and(|p| moved(&p)) {
+            let Some(p) = self.ctl.parent_cache.get(&k) else {
+                continue;
+            };
+            if moved(&p) {
                 // A permanent error held for this parent came from the version
                 // it leaves (e.g. a candidate rolled back): the version it
                 // moves to has not answered it yet.
                 self.ctl.forget_permanent(&k);
+                self.ctl.queue.add(k);
+            } else if owed(&k, &p) {
                 self.ctl.queue.add(k);
             }
         }

@@ -23,12 +23,12 @@ use super::{
 use crate::canary::{self, Command, Observed, Transition};
 use crate::candidate::{self, CanaryTally, Route};
 use crate::crd::{
-    CandidateSource, ROLLOUT_COMMAND_ANNOTATION, RolloutPhase, RolloutStatus, WasmController,
-    WasmControllerSpec, WasmControllerStatus,
+    CandidateSource, ROLLOUT_COMMAND_ANNOTATION, RolloutPhase, RolloutPolicy, RolloutStatus,
+    ShadowStatus, WasmController, WasmControllerSpec, WasmControllerStatus,
 };
 use crate::events::EventKind;
 use crate::plugin::ReconcilePlugin;
-use crate::plugin_source::SourceError;
+use crate::plugin_source::{Fetched, SourceError};
 use crate::queue::{ObjectKey, WorkQueue};
 use crate::shadow::{LaneSettings, ShadowLane, Volatile};
 use crate::versions::{Lookup, Role};
@@ -48,12 +48,44 @@ pub(super) struct Installed {
     /// (candidate digest, route key, settings fingerprint) of the installed
     /// candidate: a change of any of them installs it again.
     key: Option<(String, String, u64)>,
-    /// The shadow lane and canary tally of `digest` (kept across route changes).
-    lane: Option<(String, Option<Arc<ShadowLane>>, Arc<CanaryTally>)>,
+    /// The shadow lane and canary tally of the candidate (kept across route
+    /// changes).
+    lane: Option<Lane>,
     /// The rollout state this host last computed.
     rollout: Option<RolloutStatus>,
     /// The candidate whose first difference was reported with an Event.
     reported_first: Option<String>,
+}
+
+/// The shadow lane and canary tally of one candidate, and what they were
+/// made for.
+struct Lane {
+    key: LaneKey,
+    shadow: Option<Arc<ShadowLane>>,
+    tally: Arc<CanaryTally>,
+}
+
+/// What a shadow lane is made for: a change of any of it makes a new lane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LaneKey {
+    digest: String,
+    /// Shadow calls on (`shadow`, default true).
+    shadow: bool,
+    /// How outputs are compared and reported: `volatileFields`, `maxDifferences`.
+    comparison: (Vec<String>, Option<u32>),
+    /// `maxConcurrentShadowCalls`.
+    concurrency: Option<u32>,
+}
+
+impl LaneKey {
+    fn of(digest: &str, cand: &CandidateSource) -> Self {
+        Self {
+            digest: digest.to_string(),
+            shadow: cand.shadow.unwrap_or(true),
+            comparison: (cand.volatile_fields.clone(), cand.max_differences),
+            concurrency: cand.max_concurrent_shadow_calls,
+        }
+    }
 }
 
 impl Installed {
@@ -226,64 +258,94 @@ async fn candidate_plugin(
     cand: &CandidateSource,
     status: &mut WasmControllerStatus,
 ) -> Result<(Arc<dyn ReconcilePlugin>, String), bool> {
+    let fetched = fetch_candidate(inner, queue, wc_key, wc, cand, status).await?;
+    let digest = fetched.digest.clone();
+    if let Some(p) = already_loaded(inner, &wc_key.name, &digest) {
+        candidate_loaded(wc, status, &digest);
+        return Ok((p, digest));
+    }
+    load_candidate(inner, queue, wc_key, wc, &fetched, status)
+}
+
+/// The candidate's bytes from its source, with the controller's signature
+/// policy checked (a canary would otherwise run unsigned code on migrated
+/// parents). A refusal is said on `CandidateLoaded` (`Err(false)`);
+/// `Err(true)`: the source is not read yet.
+async fn fetch_candidate(
+    inner: &Arc<Inner>,
+    queue: &Arc<WorkQueue>,
+    wc_key: &ObjectKey,
+    wc: &WasmController,
+    cand: &CandidateSource,
+    status: &mut WasmControllerStatus,
+) -> Result<Arc<Fetched>, bool> {
     let name = wc_key.name.as_str();
-    let generation = wc.metadata.generation;
-    let fetched =
-        match read_source_for(inner, queue, name, Role::Candidate, &cand.source(), wc_key).await {
-            Ok(f) => f,
-            Err(SourceError::NotSynced { .. }) => return Err(true),
-            Err(e) => {
-                let message = format!("candidate: {e}");
-                warn_cond(
-                    inner,
-                    wc,
-                    status,
-                    "CandidateLoaded",
-                    e.reason(),
-                    &message,
-                    generation,
-                );
-                return Err(false);
-            }
-        };
-    // The controller's signature policy covers the candidate too: a canary
-    // would otherwise run unsigned code on migrated parents.
-    if let Err(e) = crate::signing::verify(
-        wc.spec.plugin.signature.as_ref(),
-        &fetched.digest,
-        fetched.signature.as_deref(),
-    ) {
-        let message = format!("candidate: {e}");
+    let source = cand.source();
+    let refused = |status: &mut WasmControllerStatus, reason: &str, message: &str| {
+        let message = format!("spec.plugin.candidate: {message}");
+        let generation = wc.metadata.generation;
         warn_cond(
             inner,
             wc,
             status,
             "CandidateLoaded",
-            e.reason(),
+            reason,
             &message,
             generation,
         );
-        return Err(false);
-    }
-    let digest = fetched.digest.clone();
+        false
+    };
+    let fetched = match read_source_for(inner, queue, name, Role::Candidate, &source, wc_key).await
     {
-        let st = lock(&inner.plugins);
-        if let Some(c) = st.get(name).and_then(|ps| ps.versions.candidate())
-            && c.digest == digest
-        {
-            let p = c.plugin.clone();
-            drop(st);
-            set_cond(
-                status,
-                "CandidateLoaded",
-                true,
-                "Loaded",
-                &format!("candidate {digest}"),
-                generation,
-            );
-            return Ok((p, digest));
-        }
+        Ok(f) => f,
+        Err(SourceError::NotSynced { .. }) => return Err(true),
+        Err(e) => return Err(refused(status, e.reason(), &e.to_string())),
+    };
+    let verified = crate::signing::verify(
+        wc.spec.plugin.signature.as_ref(),
+        &fetched.digest,
+        fetched.signature.as_deref(),
+    );
+    if let Err(e) = verified {
+        let message = e.message_at(&crate::signing::signature_location(&source));
+        return Err(refused(status, e.reason(), &message));
     }
+    Ok(fetched)
+}
+
+/// The candidate of `digest` when the controller's versions hold it loaded.
+fn already_loaded(inner: &Inner, name: &str, digest: &str) -> Option<Arc<dyn ReconcilePlugin>> {
+    let st = lock(&inner.plugins);
+    let c = st.get(name).and_then(|ps| ps.versions.candidate())?;
+    (c.digest == digest).then(|| c.plugin.clone())
+}
+
+/// `CandidateLoaded=True` for `digest`.
+fn candidate_loaded(wc: &WasmController, status: &mut WasmControllerStatus, digest: &str) {
+    let message = format!("candidate {digest}");
+    set_cond(
+        status,
+        "CandidateLoaded",
+        true,
+        "Loaded",
+        &message,
+        wc.metadata.generation,
+    );
+}
+
+/// Loads the fetched candidate off this loop (`Err(true)` meanwhile), or
+/// takes the finished load: the candidate version, an Event and the
+/// condition; a failed load is said on `CandidateLoaded` (`Err(false)`).
+fn load_candidate(
+    inner: &Arc<Inner>,
+    queue: &Arc<WorkQueue>,
+    wc_key: &ObjectKey,
+    wc: &WasmController,
+    fetched: &Fetched,
+    status: &mut WasmControllerStatus,
+) -> Result<(Arc<dyn ReconcilePlugin>, String), bool> {
+    let name = wc_key.name.as_str();
+    let digest = fetched.digest.clone();
     match load_state(inner, name, Role::Candidate, &digest) {
         Lookup::Ready(p, _) => {
             lock(&inner.plugins)
@@ -292,20 +354,9 @@ async fn candidate_plugin(
                 .versions
                 .set_candidate(&digest, p.clone(), &now_rfc3339());
             tracing::info!(controller = %name, digest = %digest, action = "candidate-loaded", "candidate version loaded");
-            inner.events.record(
-                &wc_regarding(wc),
-                EventKind::Normal,
-                "CandidateLoaded",
-                &format!("candidate {digest} loaded"),
-            );
-            set_cond(
-                status,
-                "CandidateLoaded",
-                true,
-                "Loaded",
-                &format!("candidate {digest}"),
-                generation,
-            );
+            let message = format!("candidate {digest} loaded");
+            record(inner, wc, EventKind::Normal, "CandidateLoaded", &message);
+            candidate_loaded(wc, status, &digest);
             Ok((p, digest))
         }
         Lookup::Start => {
@@ -323,6 +374,7 @@ async fn candidate_plugin(
         // may have gone to the scratch status of a controller's start.
         Lookup::Failed(msg) | Lookup::Refused(msg) => {
             let message = format!("candidate {digest}: {msg}");
+            let generation = wc.metadata.generation;
             warn_cond(
                 inner,
                 wc,
@@ -338,7 +390,9 @@ async fn candidate_plugin(
 }
 
 /// The shadow lane (None when shadow calls are off) and canary tally of
-/// candidate `digest`, new when the candidate changed.
+/// candidate `digest`: kept while the candidate and its shadow settings stay
+/// the same, a new lane when a setting changed (the gates' tally stays with
+/// the digest).
 fn lane_for(
     inner: &Arc<Inner>,
     queue: &Arc<WorkQueue>,
@@ -348,52 +402,76 @@ fn lane_for(
     status: &WasmControllerStatus,
 ) -> (Option<Arc<ShadowLane>>, Arc<CanaryTally>) {
     let name = wc_key.name.as_str();
+    let wanted = LaneKey::of(digest, cand);
     let mut st = lock(&inner.plugins);
     let d = &mut st.entry(name.to_string()).or_default().delivery;
-    if let Some((dg, lane, tally)) = &d.lane
-        && dg == digest
-        && lane.is_some() == cand.shadow.unwrap_or(true)
-    {
-        return (lane.clone(), tally.clone());
+    if let Some(l) = d.lane.as_ref().filter(|l| l.key == wanted) {
+        return (l.shadow.clone(), l.tally.clone());
     }
-    let lane = cand.shadow.unwrap_or(true).then(|| {
-        let q = Arc::downgrade(queue);
-        let k = wc_key.clone();
-        let nudge: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
-            if let Some(q) = q.upgrade() {
-                q.add(k.clone());
-            }
-        });
-        let settings = LaneSettings {
-            max_concurrent: cand
-                .max_concurrent_shadow_calls
-                .unwrap_or(DEFAULT_SHADOW_CALLS)
-                .max(1) as usize,
-            max_pending: SHADOW_BACKLOG,
-            max_differences: cand.max_differences.unwrap_or(DEFAULT_MAX_DIFFERENCES) as usize,
-            volatile: cand
-                .volatile_fields
-                .iter()
-                .map(|v| Volatile::parse(v))
-                .collect(),
-        };
-        // A restarted host continues the counts the status shows.
-        let from = status
+    let same_digest = d.lane.as_ref().filter(|l| l.key.digest == digest);
+    let tally = same_digest.map_or_else(Arc::default, |l| l.tally.clone());
+    // The counts so far, when the comparison rules are the same: this host's
+    // lane's (a new concurrency only), else what the status shows (a
+    // restarted host). New volatile fields or a new maxDifferences count
+    // afresh: earlier counts and differences were judged by other rules.
+    let from = match same_digest {
+        Some(l) if l.key.comparison == wanted.comparison => {
+            l.shadow.as_ref().map(|lane| lane.status(digest))
+        }
+        Some(_) => None,
+        None => status
             .shadow
-            .as_ref()
-            .filter(|s| s.candidate_digest == digest);
-        ShadowLane::resume(
-            name,
-            settings,
-            inner.opts.observer.clone(),
-            Some(nudge),
-            from,
-        )
+            .clone()
+            .filter(|s| s.candidate_digest == digest),
+    };
+    let shadow = wanted
+        .shadow
+        .then(|| new_lane(inner, queue, wc_key, cand, from.as_ref()));
+    d.lane = Some(Lane {
+        key: wanted,
+        shadow: shadow.clone(),
+        tally: tally.clone(),
     });
-    let tally = Arc::new(CanaryTally::default());
-    d.lane = Some((digest.to_string(), lane.clone(), tally.clone()));
     d.key = None;
-    (lane, tally)
+    (shadow, tally)
+}
+
+/// A shadow lane for `cand`'s settings, continuing the counts of `from`.
+fn new_lane(
+    inner: &Arc<Inner>,
+    queue: &Arc<WorkQueue>,
+    wc_key: &ObjectKey,
+    cand: &CandidateSource,
+    from: Option<&ShadowStatus>,
+) -> Arc<ShadowLane> {
+    let q = Arc::downgrade(queue);
+    let k = wc_key.clone();
+    let nudge: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+        if let Some(q) = q.upgrade() {
+            q.add(k.clone());
+        }
+    });
+    let settings = LaneSettings {
+        max_concurrent: cand
+            .max_concurrent_shadow_calls
+            .unwrap_or(DEFAULT_SHADOW_CALLS)
+            .max(1) as usize,
+        max_pending: SHADOW_BACKLOG,
+        max_differences: cand.max_differences.unwrap_or(DEFAULT_MAX_DIFFERENCES) as usize,
+        volatile: cand
+            .volatile_fields
+            .iter()
+            .map(|v| Volatile::parse(v))
+            .collect(),
+    };
+    let name = wc_key.name.as_str();
+    ShadowLane::resume(
+        name,
+        settings,
+        inner.opts.observer.clone(),
+        Some(nudge),
+        from,
+    )
 }
 
 /// A key that changes whenever the set of parents the candidate serves does.
@@ -428,80 +506,111 @@ fn rollout_state(
             d.and_then(|d| d.key.clone()),
         )
     };
-    let mut st = match mine.or_else(|| status.rollout.clone()) {
-        Some(s) if s.candidate_digest == digest => s,
-        _ => {
-            tracing::info!(controller = %name, digest = %digest, action = "rollout-start", "canary rollout started");
-            record(
-                inner,
-                wc,
-                EventKind::Normal,
-                "RolloutStarted",
-                &format!("rollout of {digest} started at step 1"),
-            );
-            canary::begin(policy, digest, now)
-        }
-    };
+    let known = mine.or_else(|| status.rollout.clone());
+    let mut st = current_rollout(inner, wc, policy, digest, known, now);
     if let Some(cmd) = pending_command(inner, wc) {
-        st = canary::apply_command(policy, &st, cmd, now);
-        tracing::info!(controller = %name, command = ?cmd, phase = ?st.phase, action = "rollout-command", "rollout command applied");
-        record(
-            inner,
-            wc,
-            EventKind::Normal,
-            "RolloutCommand",
-            st.message.as_deref().unwrap_or(""),
-        );
-        if matches!(cmd, Command::Resume) {
-            tally.reset();
-        }
+        st = apply_command(inner, wc, policy, &st, cmd, tally, now);
     }
     // Gates judge what the installed route produced: only when it is this state's.
-    if installed.as_ref().map(|k| k.1.as_str()) != Some(route_key(Some(&st)).as_str())
-        || installed.as_ref().map(|k| k.0.as_str()) != Some(digest)
-    {
+    let judged = installed
+        .as_ref()
+        .is_some_and(|k| k.0 == digest && k.1 == route_key(Some(&st)));
+    if !judged {
         return st;
     }
+    let (next, transition) = canary::advance(policy, &st, observed(handle, tally), now);
+    if let Some(t) = transition {
+        announce(inner, wc, digest, &next, t, tally);
+    }
+    next
+}
+
+/// The rollout of `digest` as last known (`known`: this host's, else the
+/// status's), or a new one at step 1 (with a `RolloutStarted` Event) when
+/// that was another candidate's or none.
+fn current_rollout(
+    inner: &Arc<Inner>,
+    wc: &WasmController,
+    policy: &RolloutPolicy,
+    digest: &str,
+    known: Option<RolloutStatus>,
+    now: Timestamp,
+) -> RolloutStatus {
+    if let Some(s) = known.filter(|s| s.candidate_digest == digest) {
+        return s;
+    }
+    let name = wc.metadata.name.as_deref().unwrap_or_default();
+    tracing::info!(controller = %name, digest = %digest, action = "rollout-start", "canary rollout started");
+    let message = format!("rollout of {digest} started at step 1");
+    record(inner, wc, EventKind::Normal, "RolloutStarted", &message);
+    canary::begin(policy, digest, now)
+}
+
+/// `cmd` applied to the rollout, with a `RolloutCommand` Event; `resume`
+/// counts the gates' faults afresh.
+fn apply_command(
+    inner: &Arc<Inner>,
+    wc: &WasmController,
+    policy: &RolloutPolicy,
+    st: &RolloutStatus,
+    cmd: Command,
+    tally: &CanaryTally,
+    now: Timestamp,
+) -> RolloutStatus {
+    let name = wc.metadata.name.as_deref().unwrap_or_default();
+    let st = canary::apply_command(policy, st, cmd, now);
+    tracing::info!(controller = %name, command = ?cmd, phase = ?st.phase, action = "rollout-command", "rollout command applied");
+    let message = st.message.as_deref().unwrap_or("");
+    record(inner, wc, EventKind::Normal, "RolloutCommand", message);
+    if matches!(cmd, Command::Resume) {
+        tally.reset();
+    }
+    st
+}
+
+/// What the gates judge: the migrated parents, how many are Ready and
+/// answered for, and the candidate's faults and permanent errors this step.
+fn observed(handle: &crate::controller::ControllerHandle, tally: &CanaryTally) -> Observed {
     let migrated = handle.migrated();
     let (faults, permanent) = tally.counts();
-    let seen = Observed {
+    Observed {
         migrated: migrated.len() as u32,
         ready: migrated.iter().filter(|(_, h)| *h == Some(true)).count() as u32,
         answered: migrated.iter().filter(|(_, h)| h.is_some()).count() as u32,
         faults,
         permanent,
-    };
-    let (next, transition) = canary::advance(policy, &st, seen, now);
+    }
+}
+
+/// Logs a rollout transition and says it with an Event (a new step counts
+/// the gates' faults afresh).
+fn announce(
+    inner: &Arc<Inner>,
+    wc: &WasmController,
+    digest: &str,
+    next: &RolloutStatus,
+    transition: Transition,
+    tally: &CanaryTally,
+) {
+    let name = wc.metadata.name.as_deref().unwrap_or_default();
     match transition {
-        None => {}
-        Some(Transition::Advanced(step)) => {
+        Transition::Advanced(step) => {
             tally.reset();
-            let msg = format!("step {} of {} started", step + 1, next.steps);
-            tracing::info!(controller = %name, step = step + 1, action = "rollout-step", "rollout step started");
+            let msg = format!("step {step} of {} started", next.steps);
+            tracing::info!(controller = %name, step, action = "rollout-step", "rollout step started");
             record(inner, wc, EventKind::Normal, "RolloutStep", &msg);
         }
-        Some(Transition::Promoted) => {
+        Transition::Promoted => {
             tracing::info!(controller = %name, digest = %digest, action = "rollout-promote", "candidate promoted");
-            record(
-                inner,
-                wc,
-                EventKind::Normal,
-                "RolloutPromoted",
-                next.message.as_deref().unwrap_or(""),
-            );
+            let msg = next.message.as_deref().unwrap_or("");
+            record(inner, wc, EventKind::Normal, "RolloutPromoted", msg);
         }
-        Some(Transition::RolledBack(why)) => {
+        Transition::RolledBack(why) => {
             tracing::warn!(controller = %name, digest = %digest, reason = %why, action = "rollout-rollback", "rollout gate failed; rolled back");
-            record(
-                inner,
-                wc,
-                EventKind::Warning,
-                "RolloutRolledBack",
-                next.message.as_deref().unwrap_or(&why),
-            );
+            let msg = next.message.as_deref().unwrap_or(&why);
+            record(inner, wc, EventKind::Warning, "RolloutRolledBack", msg);
         }
     }
-    next
 }
 
 fn record(inner: &Inner, wc: &WasmController, kind: EventKind, reason: &str, message: &str) {

@@ -229,16 +229,9 @@ async fn fetch_verified(
         &fetched.digest,
         fetched.signature.as_deref(),
     ) {
-        tracing::warn!(controller = %name, reason = e.reason(), error = %e, "plugin signature refused; previous version keeps running");
-        refuse(
-            inner,
-            api,
-            wc,
-            std::mem::take(status),
-            e.reason(),
-            &e.to_string(),
-        )
-        .await;
+        let message = e.message_at(&crate::signing::signature_location(&wc.spec.plugin));
+        tracing::warn!(controller = %name, reason = e.reason(), error = %message, "plugin signature refused; previous version keeps running");
+        refuse(inner, api, wc, std::mem::take(status), e.reason(), &message).await;
         return Err(poll_later);
     }
     Ok(fetched)

@@ -16,8 +16,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::{Map, Value, json};
 use wr_engine::crd::{
-    Adoption, ChildResource, ConfigMapSource, Limits, PluginSource, ResourceRef, StatusChecks,
-    StatusMode, UpdateMethod, UpdateStrategy, WasmController, WasmControllerSpec,
+    Adoption, ChildResource, ComponentSource, ConfigMapSource, Limits, PluginSource, ResourceRef,
+    StatusChecks, StatusMode, UpdateMethod, UpdateStrategy, WasmController, WasmControllerSpec,
 };
 
 use super::go_duration;
@@ -147,24 +147,26 @@ impl<'a> Converter<'a> {
         });
         let plugin = match placement {
             PluginPlacement::ConfigMapIn(namespace) => PluginSource {
-                config_map: Some(ConfigMapSource {
-                    name: format!("{}-hook", self.name),
-                    namespace: namespace.clone(),
-                    key: None,
-                }),
-                path: None,
-                sha256: None,
-                config: Some(config),
+                component: ComponentSource {
+                    config_map: Some(ConfigMapSource {
+                        name: format!("{}-hook", self.name),
+                        namespace: namespace.clone(),
+                        key: None,
+                    }),
+                    config: Some(config),
+                    ..ComponentSource::default()
+                },
                 rollback: None,
                 signature: None,
                 memoize: Default::default(),
                 candidate: None,
             },
             PluginPlacement::Path(path) => PluginSource {
-                config_map: None,
-                path: Some(path.clone()),
-                sha256: None,
-                config: Some(config),
+                component: ComponentSource {
+                    path: Some(path.clone()),
+                    config: Some(config),
+                    ..ComponentSource::default()
+                },
                 rollback: None,
                 signature: None,
                 memoize: Default::default(),
