@@ -297,7 +297,7 @@ pub async fn run(
             // A full resync in this process: every parent enqueued once
             // (memoised when converged).
             "resync" => {
-                handle.requeue_all().await;
+                handle.requeue_matching(|_| true).await;
                 ChildStats {
                     reconciles,
                     ..Default::default()
