@@ -1,6 +1,7 @@
 //! Prometheus families of one shard-group member: what it owns, the map it
 //! works under, and how long handovers take. No per-object labels.
 
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
@@ -13,6 +14,7 @@ pub struct ShardMetrics {
     epoch: Gauge,
     settled: Gauge,
     fenced: Gauge,
+    rejoins: Counter,
     handover: Histogram,
 }
 
@@ -25,6 +27,7 @@ impl ShardMetrics {
             epoch: Gauge::default(),
             settled: Gauge::default(),
             fenced: Gauge::default(),
+            rejoins: Counter::default(),
             // 50 ms … ~27 min: a handover waits for in-flight reconciles
             // and, after a crash, for the dead member's lease to expire.
             handover: Histogram::new(exponential_buckets(0.05, 2.0, 16)),
@@ -56,6 +59,11 @@ impl ShardMetrics {
             m.fenced.clone(),
         );
         r.register(
+            "shard_rejoins",
+            "Times this replica was fenced, drained and rejoined the group as a new member",
+            m.rejoins.clone(),
+        );
+        r.register(
             "shard_handover_duration_seconds",
             "From reading a new shard map to seeing it settled (drain, acknowledgements of every member)",
             m.handover.clone(),
@@ -74,6 +82,11 @@ impl ShardMetrics {
     /// Records how many parents this replica owns.
     pub fn owned(&self, n: usize) {
         self.owned_parents.set(n as i64);
+    }
+
+    /// Records one rejoin after fencing.
+    pub fn rejoined(&self) {
+        self.rejoins.inc();
     }
 
     /// Records one handover, from reading the map to its settling.
