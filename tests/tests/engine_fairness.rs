@@ -1,19 +1,20 @@
 //! Fairness between controllers on one host (issue 19): a noisy controller
 //! with a deep backlog must not starve a quiet one. Controller A has 10,000
-//! StaticSite parents queued; controller B's 10 parents (Widgets, the same
-//! static-site component) are created once A is working through its
-//! backlog. B's parents must all converge while A has finished only a small
-//! part of its backlog: each controller has its own queue and workers
-//! (`maxConcurrentReconciles`), and what they share (the wasm runtime's
-//! instance slots, the client, the API server, the CPU) is shared in arrival
-//! order, so B gets at least its workers' share of the host (here 4 of 100
-//! workers; measured: B Ready after A had reconciled ~6 % of its backlog,
-//! ~1 % with 4 workers each — docs/benchmarks.md, "Sharding").
+//! StaticSite parents queued and 96 workers; controller B's 10 parents
+//! (Widgets, the same static-site component, 4 workers) are created once A is
+//! working through its backlog. Each controller has its own queue; the host's
+//! budget of concurrent reconciles (here 8 "turns", `ManagerOptions::
+//! reconcile_slots`) is handed out round-robin among controllers with waiting
+//! workers (`wr_engine::turns`), so B gets every other turn as soon as it has
+//! work instead of queueing behind A's 96 workers. B's parents must all
+//! converge while A has made only a little progress: with first-come
+//! first-served slots (before round-robin turns) A reconciled ~586 parents
+//! while B converged (docs/benchmarks.md, "Fairness between controllers").
 //!
 //! Real wasm components in one shared runtime, the engine's real
 //! `kube::Client`, the embedded API server over loopback; the referee is the
 //! server's request log (how many of A's parents had their children written
-//! by the time B's were all Ready), not the clock.
+//! between B's creation and B's parents all being Ready), not the clock.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -28,14 +29,16 @@ use wr_tests::cluster::*;
 /// A's backlog and B's parents (the issue's numbers).
 const A_PARENTS: usize = 10_000;
 const B_PARENTS: usize = 10;
-/// B must be done before A has finished this share of its backlog. Alone, B
-/// needs about as many reconciles as it has parents; starved, it would wait
-/// for all of A's.
-const A_DONE_AT_MOST: usize = A_PARENTS / 4;
-/// A's workers: more than the runtime's 64 instance slots
-/// (`RuntimeConfig::max_instances`), so that B's plugin calls compete with a
-/// full pool and not only with A's queue.
+/// B must be done before A has reconciled this many more parents. With turns
+/// alternating, A runs about as many reconciles as B needs (~2 passes over
+/// its 10 parents, 4 at a time) plus the log polling's lag; served first come
+/// first served, A's 96 workers would hold almost every turn.
+const A_MORE_AT_MOST: usize = 300;
+/// A's workers: far more than the host's turns, so that A always has workers
+/// waiting for a turn when B asks for one.
 const A_WORKERS: u32 = 96;
+/// The host's budget of concurrent reconciles (`--reconcile-slots`).
+const SLOTS: usize = 8;
 
 fn site_ar() -> ApiResource {
     ApiResource::from_gvk_with_plural(
@@ -157,6 +160,7 @@ async fn a_deep_backlog_does_not_starve_another_controller() -> Result<()> {
         4,
     ))
     .await?;
+    env.opts.reconcile_slots = SLOTS;
     env.server.clear_requests();
     env.start_manager();
 
@@ -192,10 +196,11 @@ async fn a_deep_backlog_does_not_starve_another_controller() -> Result<()> {
         b_done == B_PARENTS,
         "B's parents are Ready but the log shows status writes for {b_done} of them"
     );
+    let a_more = a_done.saturating_sub(a_done_before);
     ensure!(
-        a_done <= A_DONE_AT_MOST,
-        "controller B waited behind A's backlog: A had reconciled {a_done} of {A_PARENTS} \
-         parents by the time B's {B_PARENTS} were Ready (at most {A_DONE_AT_MOST} allowed)"
+        a_more <= A_MORE_AT_MOST,
+        "controller B waited behind A's backlog: A reconciled {a_more} more of its {A_PARENTS} \
+         parents while B's {B_PARENTS} converged (at most {A_MORE_AT_MOST} allowed)"
     );
     Ok(())
 }

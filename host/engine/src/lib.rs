@@ -42,6 +42,7 @@ pub mod signing;
 pub mod status;
 pub mod status_schema;
 pub mod target;
+pub mod turns;
 pub mod validate;
 pub mod versions;
 pub mod wasm;

@@ -69,6 +69,10 @@ pub struct ManagerOptions {
     pub admission: Option<Arc<dyn crate::admission::Admission>>,
     /// Records every plugin call to a store ([`crate::record`], `--record`).
     pub recorder: Option<Arc<crate::record::Recorder>>,
+    /// Reconciles that may run at once across all controllers, handed out
+    /// round-robin among controllers ([`crate::turns`]); each controller is
+    /// still capped by its `maxConcurrentReconciles`.
+    pub reconcile_slots: usize,
 }
 
 impl Default for ManagerOptions {
@@ -81,6 +85,7 @@ impl Default for ManagerOptions {
             parallel_loads: crate::loads::default_parallel_loads(),
             admission: None,
             recorder: None,
+            reconcile_slots: crate::turns::DEFAULT_RECONCILE_SLOTS,
         }
     }
 }
@@ -109,6 +114,7 @@ struct Inner {
     load_slots: crate::loads::LoadSlots,
     events: EventRecorder,
     wc_ar: ApiResource,
+    turns: Arc<crate::turns::Turns>,
 }
 
 /// Prepares a client configuration for the engine: kube's built-in retry of
@@ -195,9 +201,10 @@ impl Manager {
                 load_slots: crate::loads::LoadSlots::new(opts.parallel_loads),
                 client,
                 loader,
-                opts,
                 running: tokio::sync::Mutex::new(HashMap::new()),
                 wc_ar,
+                turns: crate::turns::Turns::new(opts.reconcile_slots),
+                opts,
             }),
         }
     }

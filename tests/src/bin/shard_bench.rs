@@ -231,6 +231,13 @@ fn sample(url: &str, series: &str) -> Option<f64> {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
 
+fn rejoins(p: &Proc) -> f64 {
+    p.metrics
+        .as_deref()
+        .and_then(|u| sample(u, "wasm_reconciler_shard_rejoins_total"))
+        .unwrap_or(-1.0)
+}
+
 fn owned(p: &Proc) -> f64 {
     p.metrics
         .as_deref()
@@ -360,7 +367,18 @@ async fn shares(live: &[&Proc], n: usize, since: Instant) -> Result<(f64, Vec<f6
             return Ok((since.elapsed().as_secs_f64(), o));
         }
         if since.elapsed() > Duration::from_secs(600) {
-            bail!("owned counts {o:?} did not cover {n} parents within 10 min");
+            let gone: Vec<&str> = live
+                .iter()
+                // An exited, not yet reaped child is a zombie: state `Z`.
+                .filter(|p| {
+                    std::fs::read_to_string(format!("/proc/{}/stat", p.child.id()))
+                        .map_or(true, |st| st.contains(") Z "))
+                })
+                .map(|p| p.name.as_str())
+                .collect();
+            bail!(
+                "owned counts {o:?} did not cover {n} parents within 10 min (exited: {gone:?}; see their logs)"
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -437,6 +455,9 @@ async fn run(o: &Opts, wasm: &Path, replicas: usize, rebalance: bool) -> Result<
         let live: Vec<&Proc> = procs.iter().collect();
         let (_, counts) = shares(&live, o.parents, Instant::now()).await?;
         v["ownedAtConvergence"] = json!(counts);
+        // A replica fenced under CPU starvation drains and rejoins as a new
+        // member; say how often that happened.
+        v["rejoins"] = json!(procs.iter().map(rejoins).collect::<Vec<_>>());
     }
     if rebalance {
         v["rebalance"] = rebalance_figures(o, dir.path(), &kc, &client, &mut procs).await?;
@@ -497,6 +518,7 @@ async fn rebalance_figures(
         "ownedByKilled": lost,
         "ownedAfterKill": after_death,
         "handoversCountSum": procs.iter().map(handover).collect::<Vec<_>>(),
+        "rejoins": procs.iter().map(rejoins).collect::<Vec<_>>(),
         "leaseDurationSecs": LEASE_SECS,
     }))
 }

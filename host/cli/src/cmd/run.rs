@@ -61,6 +61,12 @@ pub struct RunArgs {
     /// Resync period (seconds) for controllers that set none.
     #[arg(long, default_value_t = 600)]
     pub resync_seconds: u64,
+    /// Reconciles that may run at once across all controllers, handed out
+    /// round-robin among controllers with waiting work (each still capped by
+    /// its maxConcurrentReconciles), so a controller with a deep backlog
+    /// cannot make another wait behind it.
+    #[arg(long, default_value_t = wr_engine::turns::DEFAULT_RECONCILE_SLOTS)]
+    pub reconcile_slots: usize,
     /// Address of /metrics, /healthz, /readyz and /livez (port 0: any free port).
     #[arg(long, default_value = wr_operator::health::DEFAULT_BIND)]
     pub metrics_bind: SocketAddr,
@@ -259,6 +265,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     );
     let opts = wr_engine::ManagerOptions {
         default_resync: Duration::from_secs(args.resync_seconds),
+        reconcile_slots: args.reconcile_slots,
         observer: Some(Arc::new(observer)),
         recorder: args.record.recorder()?,
         ..Default::default()

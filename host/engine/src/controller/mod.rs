@@ -56,6 +56,10 @@ pub struct ControllerSettings {
     /// The candidate installed from the first reconcile on (a rollout in
     /// progress must not run its migrated parents on the active version).
     pub candidate: Option<Arc<crate::candidate::Installed>>,
+    /// The host-wide budget of concurrent reconciles, served round-robin
+    /// among controllers ([`crate::turns`]); `None`: only this controller's
+    /// `maxConcurrentReconciles` limits it.
+    pub turns: Option<Arc<crate::turns::Turns>>,
 }
 
 /// A started controller; stop it with [`ControllerHandle::stop`].
@@ -284,7 +288,11 @@ pub(crate) async fn start(
     let subs = subscribe(&ctl);
     let mut tasks = vec![tokio::spawn(enqueue_when_synced(ctl.clone()))];
     for _ in 0..ctl.target.concurrency {
-        tasks.push(tokio::spawn(work(ctl.clone(), settings.admission.clone())));
+        tasks.push(tokio::spawn(work(
+            ctl.clone(),
+            settings.admission.clone(),
+            settings.turns.clone(),
+        )));
     }
     if let Some(obs) = ctl.observer.clone() {
         tasks.push(tokio::spawn(sample(ctl.clone(), obs)));
@@ -304,7 +312,11 @@ async fn enqueue_when_synced(c: Arc<Controller>) {
 }
 
 /// One worker: reconciles keys from the queue until it closes.
-async fn work(c: Arc<Controller>, admission: Option<Arc<dyn crate::admission::Admission>>) {
+async fn work(
+    c: Arc<Controller>,
+    admission: Option<Arc<dyn crate::admission::Admission>>,
+    turns: Option<Arc<crate::turns::Turns>>,
+) {
     // Workers wait for the first trigger; triggers only arrive after
     // [`enqueue_when_synced`] has seen every cache complete its first list, or
     // from watch events (which only flow once a cache is listing).
@@ -318,6 +330,13 @@ async fn work(c: Arc<Controller>, admission: Option<Arc<dyn crate::admission::Ad
             );
             continue;
         }
+        // Fairness: wait for this controller's turn in the host-wide budget
+        // (round-robin among controllers), before admission so that a shard
+        // handover never waits for a turn.
+        let turn = match &turns {
+            Some(t) => Some(t.acquire(&c.target.name).await),
+            None => None,
+        };
         // Sharding: a parent of another replica is dropped here, before any
         // read or write; the ticket is held until the reconcile has finished.
         let ticket = match &admission {
@@ -340,6 +359,7 @@ async fn work(c: Arc<Controller>, admission: Option<Arc<dyn crate::admission::Ad
         );
         c.queue.done(&key, report.outcome);
         drop(ticket);
+        drop(turn);
     }
 }
 

@@ -417,6 +417,7 @@ async fn start_controller<'g>(
         admission: inner.opts.admission.clone(),
         recorder: inner.opts.recorder.clone(),
         candidate,
+        turns: Some(inner.turns.clone()),
     };
     let started = controller::start(
         &inner.client,

@@ -13,9 +13,10 @@
 //! a handover waits for that ticket before acknowledging, so a re-check
 //! before each write batch would never see a parent lost mid-reconcile. The
 //! one case a ticket outlives ownership is fencing (the member Lease could
-//! not be renewed): `run` then stops the manager and exits within the margin
-//! between renew deadline and lease duration, like a leader that lost its
-//! Lease.
+//! not be renewed): `run` then admits nothing and waits for those tickets
+//! at most the margin between renew deadline and lease duration ([`ShardGate::drained`]),
+//! then rejoins as a new member — or exits 1 if they outlast the margin,
+//! like a leader that lost its Lease.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -14,6 +14,7 @@ pub struct ShardMetrics {
     epoch: Gauge,
     settled: Gauge,
     fenced: Gauge,
+    rejoins: Counter,
     handover: Histogram,
     gained: Counter,
 }
@@ -27,6 +28,7 @@ impl ShardMetrics {
             epoch: Gauge::default(),
             settled: Gauge::default(),
             fenced: Gauge::default(),
+            rejoins: Counter::default(),
             // 50 ms … ~27 min: a handover waits for in-flight reconciles
             // and, after a crash, for the dead member's lease to expire.
             handover: Histogram::new(exponential_buckets(0.05, 2.0, 16)),
@@ -64,6 +66,11 @@ impl ShardMetrics {
             m.gained.clone(),
         );
         r.register(
+            "shard_rejoins",
+            "Times this replica was fenced, drained and rejoined the group as a new member",
+            m.rejoins.clone(),
+        );
+        r.register(
             "shard_handover_duration_seconds",
             "From reading a new shard map to seeing it settled (drain, acknowledgements of every member)",
             m.handover.clone(),
@@ -87,6 +94,11 @@ impl ShardMetrics {
     /// Counts parents re-enqueued after a map settled.
     pub fn gained(&self, n: usize) {
         self.gained.inc_by(n as u64);
+    }
+
+    /// Records one rejoin after fencing.
+    pub fn rejoined(&self) {
+        self.rejoins.inc();
     }
 
     /// Records one handover, from reading the map to its settling.

@@ -15,8 +15,13 @@
 //! every replica, leader included, is a member. SIGTERM: finish in-flight
 //! reconciles, then delete the member Lease (the map drops this replica at
 //! once) and release the coordinator Lease. Fenced (member Lease not renewed
-//! for the renew deadline): stop, wait for in-flight reconciles at most the
-//! margin to the lease duration, exit 1 — a restart rejoins.
+//! for the renew deadline, e.g. a replica starved of CPU): admit nothing,
+//! wait for in-flight reconciles at most the margin to the lease duration,
+//! then leave as that member and rejoin under a new member identity
+//! (`<identity>-rejoinN`; the User-Agent keeps the process identity) — a
+//! joiner gains nothing until a map without the old member has settled. Only
+//! when in-flight reconciles outlast the margin does it exit 1 (a restart
+//! rejoins).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -85,7 +90,7 @@ pub(super) async fn serve(args: RunArgs, group: String) -> anyhow::Result<ExitCo
         .with_context(|| format!("binding {}", args.metrics_bind))?;
     println!("metrics: http://{addr}");
 
-    let membership = Membership::start(client.clone(), shard.clone(), false)
+    let mut membership = Membership::start(client.clone(), shard.clone(), false)
         .context("joining the shard group")?;
     let gate = ShardGate::new(identity.clone());
 
@@ -102,6 +107,7 @@ pub(super) async fn serve(args: RunArgs, group: String) -> anyhow::Result<ExitCo
     );
     let opts = wr_engine::ManagerOptions {
         default_resync: Duration::from_secs(args.resync_seconds),
+        reconcile_slots: args.reconcile_slots,
         observer: Some(Arc::new(observer)),
         admission: Some(Arc::new(gate.clone())),
         ..Default::default()
@@ -111,58 +117,104 @@ pub(super) async fn serve(args: RunArgs, group: String) -> anyhow::Result<ExitCo
     let stop = CancellationToken::new();
     let mut task = tokio::spawn(manager.run(stop.clone().cancelled_owned()));
 
-    let (fenced_tx, mut fenced) = watch::channel(true);
-    let requeue = handle.clone();
-    let gained_metrics = shard_metrics.clone();
-    let following = tokio::spawn(follow(
+    let counting = tokio::spawn(count_owned(
+        handle.clone(),
         gate.clone(),
-        membership.view(),
-        membership.acknowledger(),
-        move |gained| {
-            let h = requeue.clone();
-            let m = gained_metrics.clone();
-            tokio::spawn(async move {
-                let n = h.requeue_matching(|k| gained.contains(k)).await;
-                m.gained(n);
-                tracing::info!(
-                    parents = n,
-                    "re-enqueued the parents the shard map gave this replica"
-                );
-            });
-        },
-        Some(shard_metrics.clone()),
-        fenced_tx,
+        shard_metrics.clone(),
     ));
-    let counting = tokio::spawn(count_owned(handle, gate, shard_metrics));
 
-    // Fenced only counts once this replica has been a member (it starts
-    // fenced). A closed channel (membership ended) counts as fenced too.
-    let outcome = tokio::select! {
-        _ = shutdown.graceful.cancelled() => Ok(false),
-        _ = async {
-            if fenced.wait_for(|f| !*f).await.is_ok() {
-                let _ = fenced.wait_for(|f| *f).await;
+    // One member identity per incarnation: a fenced replica that drained
+    // rejoins as a new member (a joiner, which gains nothing until a map
+    // without its old identity has settled) instead of exiting.
+    let mut rejoins = 0u32;
+    let mut member = identity.clone();
+    let (membership, following, fenced_out) = loop {
+        let (fenced_tx, mut fenced) = watch::channel(true);
+        let requeue = handle.clone();
+        let following = tokio::spawn(follow(
+            gate.clone(),
+            membership.view(),
+            membership.acknowledger(),
+            {
+                let gained_metrics = shard_metrics.clone();
+                move |gained: wr_operator::shard::Gained| {
+                    let h = requeue.clone();
+                    let m = gained_metrics.clone();
+                    tokio::spawn(async move {
+                        let n = h.requeue_matching(|k| gained.contains(k)).await;
+                        m.gained(n);
+                        tracing::info!(
+                            parents = n,
+                            "re-enqueued the parents the shard map gave this replica"
+                        );
+                    });
+                }
+            },
+            Some(shard_metrics.clone()),
+            fenced_tx,
+        ));
+        // Fenced only counts once this replica has been a member (it starts
+        // fenced). A closed channel (membership ended) counts as fenced too.
+        let outcome = tokio::select! {
+            _ = shutdown.graceful.cancelled() => Ok(false),
+            _ = async {
+                if fenced.wait_for(|f| !*f).await.is_ok() {
+                    let _ = fenced.wait_for(|f| *f).await;
+                }
+            } => Ok(true),
+            r = &mut task => Err(match r {
+                Ok(Ok(())) => anyhow::anyhow!("the controller manager stopped unexpectedly"),
+                Ok(Err(e)) => anyhow::Error::new(e).context("the controller manager failed"),
+                Err(e) => anyhow::Error::new(e).context("the controller manager panicked"),
+            }),
+        };
+        match outcome {
+            Ok(true) => {}
+            Ok(false) => break (membership, following, false),
+            Err(e) => {
+                health_stop.cancel();
+                return Err(e);
             }
-        } => Ok(true),
-        r = &mut task => Err(match r {
-            Ok(Ok(())) => anyhow::anyhow!("the controller manager stopped unexpectedly"),
-            Ok(Err(e)) => anyhow::Error::new(e).context("the controller manager failed"),
-            Err(e) => anyhow::Error::new(e).context("the controller manager panicked"),
-        }),
-    };
-    let fenced_out = match outcome {
-        Ok(f) => f,
-        Err(e) => {
-            health_stop.cancel();
-            return Err(e);
         }
+        following.abort();
+        let margin = super::stop_deadline(&args, true);
+        tracing::error!(
+            member = %member,
+            margin_secs = margin.as_secs(),
+            "member lease not renewed within the renew deadline; admitting nothing, draining"
+        );
+        // The gate holds the fenced view: nothing new is admitted.
+        if tokio::time::timeout(margin, gate.drained()).await.is_err() {
+            break (membership, following, true);
+        }
+        // Nothing of the old member runs any more: leave as on SIGTERM, so
+        // the coordinator drops it at once (or its Lease expires).
+        if let Err(e) = membership.leave().await {
+            tracing::warn!(error = %e, "leaving as the fenced member failed; its lease will expire");
+        }
+        rejoins += 1;
+        let mut again = shard.clone();
+        again.identity = format!("{identity}-rejoin{rejoins}");
+        tracing::warn!(old = %member, member = %again.identity, "drained after fencing; rejoining the shard group");
+        shard_metrics.rejoined();
+        member = again.identity.clone();
+        membership =
+            Membership::start(client.clone(), again, false).context("rejoining the shard group")?;
     };
     stop.cancel();
     counting.abort();
     if fenced_out {
-        tracing::error!("member lease not renewed within the renew deadline; stopping all work");
+        following.abort();
+        coordinating.abort();
+        // Reconciles of the old member still run past the margin: only the
+        // process exit stops them before others may take its parents.
+        membership.abort();
+        election.abort();
+        health_stop.cancel();
+        tracing::error!("fenced and not drained in time; exiting so that a restart rejoins");
+        return Ok(ExitCode::FAILURE);
     }
-    let deadline = super::stop_deadline(&args, fenced_out);
+    let deadline = super::stop_deadline(&args, false);
     tokio::select! {
         _ = finish_within(deadline, &mut task) => {}
         _ = shutdown.immediate.cancelled() => {
@@ -172,13 +224,6 @@ pub(super) async fn serve(args: RunArgs, group: String) -> anyhow::Result<ExitCo
     }
     following.abort();
     coordinating.abort();
-    if fenced_out {
-        membership.abort();
-        election.abort();
-        health_stop.cancel();
-        tracing::error!("fenced; exiting so that a restart rejoins the shard group");
-        return Ok(ExitCode::FAILURE);
-    }
     // Only now, with every reconcile of this process finished, may others
     // take its parents: deleting the member Lease drops it from the map.
     if let Err(e) = membership.leave().await {
