@@ -608,12 +608,26 @@ async fn wasmcontroller_deletion_releases_finalized_parents() -> Result<()> {
     init_tracing();
     let mut env = Env::start().await?;
     env.namespace("ns1").await?;
-    // A plugin that never reports `finalized`: deleting parents get stuck on it.
-    let p = ScriptPlugin::new("widgets", |req, _| {
+    // A plugin that never reports `finalized`: deleting parents get stuck on
+    // it. It notes the `mark` annotation of each finalizing call it answers.
+    let finalizing_marks = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let marks = finalizing_marks.clone();
+    let p = ScriptPlugin::new("widgets", move |req, _| {
+        if req.finalizing {
+            let mark = req.parent["metadata"]["annotations"]["mark"].as_str();
+            if let Ok(mut m) = marks.lock() {
+                m.push(mark.unwrap_or("").to_string());
+            }
+        }
         let mut r = configmap_children(req);
         r.finalized = false;
         Ok(r)
     });
+    let seen_mark = |mark: &str| {
+        finalizing_marks
+            .lock()
+            .is_ok_and(|m| m.iter().any(|x| x == mark))
+    };
     env.widget_controller("widgets", p.clone(), true).await?;
     env.start_manager();
     env.create_widget("ns1", "keep", json!({"value": "x"}))
@@ -625,7 +639,24 @@ async fn wasmcontroller_deletion_releases_finalized_parents() -> Result<()> {
     env.widgets("ns1")
         .delete("stuck", &DeleteParams::default())
         .await?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    eventually("the plugin asked to finalize", 10, || async {
+        seen_mark("").then_some(())
+    })
+    .await?;
+    // Barrier instead of a pause: a second event on the parent. Its reconciles
+    // run one at a time, so when the plugin sees the mark, the host has acted
+    // on the first answer (`finalized: false`).
+    env.widgets("ns1")
+        .patch(
+            "stuck",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"mark": "1"}}})),
+        )
+        .await?;
+    eventually("the plugin saw the mark while finalizing", 10, || async {
+        seen_mark("1").then_some(())
+    })
+    .await?;
     assert!(
         env.widgets("ns1").get_opt("stuck").await?.is_some(),
         "held by the finalizer"
