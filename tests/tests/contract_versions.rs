@@ -117,7 +117,7 @@ fn a_component_of_neither_world_is_refused_naming_the_supported_worlds() {
             (canon lift (core func $i "f")))
     )"#;
     let err = runtime().load(wat.as_bytes()).unwrap_err();
-    assert!(matches!(err, LoadError::WorldMismatch(_)), "{err:?}");
+    assert!(matches!(err, LoadError::WorldMismatch { .. }), "{err:?}");
     let text = err.to_string();
     for world in ContractVersion::supported_worlds() {
         assert!(text.contains(&world), "{text}");

@@ -162,8 +162,9 @@ async fn duplicate_triggers_cause_no_child_writes() -> Result<()> {
         json!({"value": "x", "children": ["a", "b", "c"]}),
     )
     .await?;
+    // Ready for its generation: the create's reconcile has written its
+    // children, then its status (its echo writes nothing).
     wait_ready(&env, "ns1", "w1").await?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     env.server.clear_requests();
     let before = p.calls();
     for i in 0..100 {
@@ -179,16 +180,37 @@ async fn duplicate_triggers_cause_no_child_writes() -> Result<()> {
         (p.calls() > before).then_some(())
     })
     .await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        env.writes("configmaps", None).is_empty(),
-        "child writes: {:?}",
-        env.writes("configmaps", None)
+    // Barrier instead of a pause: a spec change behind the touches. The
+    // reconciles of one parent run one at a time, so once the change's
+    // reconcile has written its status, every touch's reconcile is done and
+    // whatever it wrote is in the request log.
+    env.widgets("ns1")
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"value": "y"}})),
+        )
+        .await?;
+    wait_ready(&env, "ns1", "w1").await?;
+    let child_writes = env.writes("configmaps", None);
+    assert_eq!(
+        child_writes.len(),
+        3,
+        "one write per child, all for the spec change: {child_writes:?}"
     );
+    for c in ["w1-a", "w1-b", "w1-c"] {
+        assert_eq!(cm_value(&env, "ns1", c).await.as_deref(), Some("y"), "{c}");
+    }
     let status_writes: Vec<_> = env.writes("widgets", Some(FM));
-    assert!(status_writes.is_empty(), "status writes: {status_writes:?}");
+    assert_eq!(
+        status_writes.len(),
+        1,
+        "one status write, for the spec change: {status_writes:?}"
+    );
+    // At most one call per touch, plus the spec change and the echo of its
+    // status write.
     assert!(
-        p.calls() - before <= 100,
+        p.calls() - before <= 102,
         "duplicate triggers coalesce: {} calls",
         p.calls() - before
     );
@@ -586,12 +608,26 @@ async fn wasmcontroller_deletion_releases_finalized_parents() -> Result<()> {
     init_tracing();
     let mut env = Env::start().await?;
     env.namespace("ns1").await?;
-    // A plugin that never reports `finalized`: deleting parents get stuck on it.
-    let p = ScriptPlugin::new("widgets", |req, _| {
+    // A plugin that never reports `finalized`: deleting parents get stuck on
+    // it. It notes the `mark` annotation of each finalizing call it answers.
+    let finalizing_marks = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let marks = finalizing_marks.clone();
+    let p = ScriptPlugin::new("widgets", move |req, _| {
+        if req.finalizing {
+            let mark = req.parent["metadata"]["annotations"]["mark"].as_str();
+            if let Ok(mut m) = marks.lock() {
+                m.push(mark.unwrap_or("").to_string());
+            }
+        }
         let mut r = configmap_children(req);
         r.finalized = false;
         Ok(r)
     });
+    let seen_mark = |mark: &str| {
+        finalizing_marks
+            .lock()
+            .is_ok_and(|m| m.iter().any(|x| x == mark))
+    };
     env.widget_controller("widgets", p.clone(), true).await?;
     env.start_manager();
     env.create_widget("ns1", "keep", json!({"value": "x"}))
@@ -603,7 +639,24 @@ async fn wasmcontroller_deletion_releases_finalized_parents() -> Result<()> {
     env.widgets("ns1")
         .delete("stuck", &DeleteParams::default())
         .await?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    eventually("the plugin asked to finalize", 10, || async {
+        seen_mark("").then_some(())
+    })
+    .await?;
+    // Barrier instead of a pause: a second event on the parent. Its reconciles
+    // run one at a time, so when the plugin sees the mark, the host has acted
+    // on the first answer (`finalized: false`).
+    env.widgets("ns1")
+        .patch(
+            "stuck",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"mark": "1"}}})),
+        )
+        .await?;
+    eventually("the plugin saw the mark while finalizing", 10, || async {
+        seen_mark("1").then_some(())
+    })
+    .await?;
     assert!(
         env.widgets("ns1").get_opt("stuck").await?.is_some(),
         "held by the finalizer"

@@ -234,7 +234,7 @@ async fn components_that_do_not_fit_the_world_are_rejected_at_load() {
 
     let no_export = r#"(component (core module $m) (core instance (instantiate $m)))"#;
     let err = rt.load(no_export.as_bytes()).unwrap_err();
-    assert!(matches!(err, LoadError::WorldMismatch(_)), "{err:?}");
+    assert!(matches!(err, LoadError::WorldMismatch { .. }), "{err:?}");
     assert!(
         err.to_string().contains("missing export `reconcile"),
         "{err}"
@@ -246,11 +246,21 @@ async fn components_that_do_not_fit_the_world_are_rejected_at_load() {
         (func (export "reconcile") (canon lift (core func $i "f")))
     )"#;
     let err = rt.load(wrong_type.as_bytes()).unwrap_err();
-    assert!(matches!(err, LoadError::WorldMismatch(_)), "{err:?}");
+    assert!(matches!(err, LoadError::WorldMismatch { .. }), "{err:?}");
     assert!(err.to_string().contains("wrong type"), "{err}");
+    assert!(
+        std::error::Error::source(&err).is_some(),
+        "wasmtime's type error is the source: {err:?}"
+    );
 
     let core_module = b"\0asm\x01\0\0\0";
-    assert!(matches!(rt.load(core_module), Err(LoadError::Compile(_))));
+    let Err(err) = rt.load(core_module) else {
+        panic!("a core module must not load")
+    };
+    assert!(matches!(err, LoadError::Compile(_)), "{err:?}");
+    // wasmtime's error is kept as the source, and its text is in the message.
+    let source = std::error::Error::source(&err).expect("Compile has a source");
+    assert!(err.to_string().contains(&source.to_string()), "{err}");
 
     let good = rt.load(&plugin_bytes("static-site")).unwrap();
     assert_good_plugin_works(&good).await;

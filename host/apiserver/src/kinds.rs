@@ -35,124 +35,164 @@ fn default(map: &mut serde_json::Map<String, Value>, key: &str, v: Value) {
 
 const DS_TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
 
+/// The defaulter of each kind that has one: (group, kind, defaulter).
+type Defaulter = fn(&mut Value);
+const DEFAULTERS: &[(&str, &str, Defaulter)] = &[
+    ("", "Secret", default_secret),
+    ("", "Namespace", default_namespace),
+    ("", "Service", default_service),
+    ("", "Pod", default_pod),
+    ("", "PodTemplate", default_pod_template),
+    ("", "ReplicationController", default_replication_controller),
+    ("apps", "Deployment", default_deployment),
+    ("apps", "ReplicaSet", default_replicaset),
+    ("apps", "StatefulSet", default_statefulset),
+    ("apps", "DaemonSet", default_daemonset),
+    ("batch", "Job", default_job),
+    ("batch", "CronJob", default_cronjob),
+    ("", "PersistentVolumeClaim", default_pvc),
+    ("networking.k8s.io", "NetworkPolicy", default_network_policy),
+    ("autoscaling", "HorizontalPodAutoscaler", default_hpa),
+    ("", "LimitRange", default_limit_range),
+    ("", "Endpoints", default_endpoints),
+];
+
 /// Defaults applied on create and update (as API defaulting does on decode).
 pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
-    match (def.group.as_str(), def.kind.as_str()) {
-        ("", "Secret") => {
-            if let Some(m) = obj.as_object_mut() {
-                // An empty type defaults too (protobuf clients send "").
-                if m.get("type").and_then(Value::as_str) == Some("") {
-                    m.remove("type");
-                }
-                default(m, "type", json!("Opaque"));
-            }
-            fold_string_data(obj);
+    if let Some((_, _, defaulter)) = DEFAULTERS
+        .iter()
+        .find(|(g, k, _)| *g == def.group && *k == def.kind)
+    {
+        defaulter(obj);
+    }
+}
+
+fn default_secret(obj: &mut Value) {
+    if let Some(m) = obj.as_object_mut() {
+        // An empty type defaults too (protobuf clients send "").
+        if m.get("type").and_then(Value::as_str) == Some("") {
+            m.remove("type");
         }
-        ("", "Namespace") => {
-            // The namespace registry strategy owns this label: always the name.
-            let name = crate::meta::name(obj).unwrap_or_default().to_string();
-            let m = crate::meta::meta_mut(obj);
-            let labels = m.entry("labels").or_insert_with(|| json!({}));
-            if !labels.is_object() {
-                *labels = json!({});
-            }
-            if let Some(l) = labels.as_object_mut() {
-                l.insert(NAMESPACE_NAME_LABEL.into(), json!(name));
-            }
+        default(m, "type", json!("Opaque"));
+    }
+    fold_string_data(obj);
+}
+
+fn default_namespace(obj: &mut Value) {
+    // The namespace registry strategy owns this label: always the name.
+    let name = crate::meta::name(obj).unwrap_or_default().to_string();
+    let m = crate::meta::meta_mut(obj);
+    let labels = m.entry("labels").or_insert_with(|| json!({}));
+    if !labels.is_object() {
+        *labels = json!({});
+    }
+    if let Some(l) = labels.as_object_mut() {
+        l.insert(NAMESPACE_NAME_LABEL.into(), json!(name));
+    }
+}
+
+fn default_pod(obj: &mut Value) {
+    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        default_pod_spec(spec);
+        default(spec, "enableServiceLinks", json!(true));
+    }
+}
+
+fn default_pod_template(obj: &mut Value) {
+    default_template(obj.get_mut("template"));
+}
+
+fn default_replication_controller(obj: &mut Value) {
+    if let Some(spec) = obj_mut(obj, "spec") {
+        default(spec, "replicas", json!(1));
+        // The selector and labels default to the template's labels.
+        if let Some(labels) = spec
+            .get("template")
+            .and_then(|t| t.pointer("/metadata/labels"))
+            .cloned()
+        {
+            default(spec, "selector", labels);
         }
-        ("", "Service") => default_service(obj),
-        ("", "Pod") => {
-            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-                default_pod_spec(spec);
-                default(spec, "enableServiceLinks", json!(true));
-            }
+    }
+    default_template(obj.pointer_mut("/spec/template"));
+}
+
+fn default_replicaset(obj: &mut Value) {
+    if let Some(spec) = obj_mut(obj, "spec") {
+        default(spec, "replicas", json!(1));
+    }
+    default_template(obj.pointer_mut("/spec/template"));
+}
+
+fn default_job(obj: &mut Value) {
+    if let Some(spec) = obj_mut(obj, "spec") {
+        default_job_spec(spec);
+    }
+    default_template(obj.pointer_mut("/spec/template"));
+}
+
+fn default_cronjob(obj: &mut Value) {
+    if let Some(spec) = obj_mut(obj, "spec") {
+        default(spec, "concurrencyPolicy", json!("Allow"));
+        default(spec, "suspend", json!(false));
+        default(spec, "successfulJobsHistoryLimit", json!(3));
+        default(spec, "failedJobsHistoryLimit", json!(1));
+    }
+    default_template(obj.pointer_mut("/spec/jobTemplate/spec/template"));
+}
+
+fn default_pvc(obj: &mut Value) {
+    if let Some(spec) = obj_mut(obj, "spec") {
+        default(spec, "volumeMode", json!("Filesystem"));
+    }
+}
+
+fn default_network_policy(obj: &mut Value) {
+    if let Some(spec) = obj_mut(obj, "spec") {
+        let egress = spec
+            .get("egress")
+            .and_then(Value::as_array)
+            .is_some_and(|e| !e.is_empty());
+        let mut types = vec![json!("Ingress")];
+        if egress {
+            types.push(json!("Egress"));
         }
-        ("", "PodTemplate") => default_template(obj.get_mut("template")),
-        ("", "ReplicationController") => {
-            if let Some(spec) = obj_mut(obj, "spec") {
-                default(spec, "replicas", json!(1));
-                // The selector and labels default to the template's labels.
-                if let Some(labels) = spec
-                    .get("template")
-                    .and_then(|t| t.pointer("/metadata/labels"))
-                    .cloned()
-                {
-                    default(spec, "selector", labels);
-                }
-            }
-            default_template(obj.pointer_mut("/spec/template"));
+        default_empty_list(spec, "policyTypes", Value::Array(types));
+    }
+}
+
+/// `autoscaling/v2` only (v1 has no `metrics`).
+fn default_hpa(obj: &mut Value) {
+    if obj["apiVersion"] != "autoscaling/v2" {
+        return;
+    }
+    if let Some(spec) = obj_mut(obj, "spec") {
+        default(spec, "minReplicas", json!(1));
+        default_empty_list(
+            spec,
+            "metrics",
+            json!([{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 80}}}]),
+        );
+    }
+}
+
+fn default_limit_range(obj: &mut Value) {
+    let limits = obj
+        .pointer_mut("/spec/limits")
+        .and_then(Value::as_array_mut);
+    for item in limits.into_iter().flatten() {
+        default_limit_range_item(item);
+    }
+}
+
+fn default_endpoints(obj: &mut Value) {
+    let subsets = obj.get_mut("subsets").and_then(Value::as_array_mut);
+    for subset in subsets.into_iter().flatten() {
+        let ports = subset.get_mut("ports").and_then(Value::as_array_mut);
+        for p in ports.into_iter().flatten().filter_map(Value::as_object_mut) {
+            default(p, "protocol", json!("TCP"));
         }
-        ("apps", "Deployment") => default_deployment(obj),
-        ("apps", "ReplicaSet") => {
-            if let Some(spec) = obj_mut(obj, "spec") {
-                default(spec, "replicas", json!(1));
-            }
-            default_template(obj.pointer_mut("/spec/template"));
-        }
-        ("apps", "StatefulSet") => default_statefulset(obj),
-        ("apps", "DaemonSet") => default_daemonset(obj),
-        ("batch", "Job") => {
-            if let Some(spec) = obj_mut(obj, "spec") {
-                default_job_spec(spec);
-            }
-            default_template(obj.pointer_mut("/spec/template"));
-        }
-        ("batch", "CronJob") => {
-            if let Some(spec) = obj_mut(obj, "spec") {
-                default(spec, "concurrencyPolicy", json!("Allow"));
-                default(spec, "suspend", json!(false));
-                default(spec, "successfulJobsHistoryLimit", json!(3));
-                default(spec, "failedJobsHistoryLimit", json!(1));
-            }
-            default_template(obj.pointer_mut("/spec/jobTemplate/spec/template"));
-        }
-        ("", "PersistentVolumeClaim") => {
-            if let Some(spec) = obj_mut(obj, "spec") {
-                default(spec, "volumeMode", json!("Filesystem"));
-            }
-        }
-        ("networking.k8s.io", "NetworkPolicy") => {
-            if let Some(spec) = obj_mut(obj, "spec") {
-                let egress = spec
-                    .get("egress")
-                    .and_then(Value::as_array)
-                    .is_some_and(|e| !e.is_empty());
-                let mut types = vec![json!("Ingress")];
-                if egress {
-                    types.push(json!("Egress"));
-                }
-                default_empty_list(spec, "policyTypes", Value::Array(types));
-            }
-        }
-        ("autoscaling", "HorizontalPodAutoscaler") if obj["apiVersion"] == "autoscaling/v2" => {
-            if let Some(spec) = obj_mut(obj, "spec") {
-                default(spec, "minReplicas", json!(1));
-                default_empty_list(
-                    spec,
-                    "metrics",
-                    json!([{"type": "Resource", "resource": {"name": "cpu",
-                        "target": {"type": "Utilization", "averageUtilization": 80}}}]),
-                );
-            }
-        }
-        ("", "LimitRange") => {
-            let limits = obj
-                .pointer_mut("/spec/limits")
-                .and_then(Value::as_array_mut);
-            for item in limits.into_iter().flatten() {
-                default_limit_range_item(item);
-            }
-        }
-        ("", "Endpoints") => {
-            let subsets = obj.get_mut("subsets").and_then(Value::as_array_mut);
-            for subset in subsets.into_iter().flatten() {
-                let ports = subset.get_mut("ports").and_then(Value::as_array_mut);
-                for p in ports.into_iter().flatten().filter_map(Value::as_object_mut) {
-                    default(p, "protocol", json!("TCP"));
-                }
-            }
-        }
-        _ => {}
     }
 }
 

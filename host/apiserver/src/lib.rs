@@ -11,6 +11,7 @@
 // failure path and rendered once per request; boxing it everywhere would
 // cost more code than it saves.
 #![allow(clippy::result_large_err)]
+#![warn(clippy::too_many_lines)]
 
 pub mod patch;
 

@@ -13,14 +13,6 @@ fn col(name: &str, ty: &str, format: &str, priority: i64) -> Value {
     json!({"name": name, "type": ty, "format": format, "description": "", "priority": priority})
 }
 
-fn name_col() -> Value {
-    col("Name", "string", "name", 0)
-}
-
-fn age_col() -> Value {
-    col("Age", "string", "", 0)
-}
-
 /// Containers, Images, Selector (priority 1) of the workload controllers.
 pub(crate) fn pod_template_cols(selector: bool) -> Vec<Value> {
     let mut v = vec![
@@ -33,101 +25,173 @@ pub(crate) fn pod_template_cols(selector: bool) -> Vec<Value> {
     v
 }
 
+/// A column as data: (name, type, format, priority).
+type Col = (&'static str, &'static str, &'static str, i64);
+
+const NAME: Col = ("Name", "string", "name", 0);
+const AGE: Col = ("Age", "string", "", 0);
+
+/// A string column.
+const fn str_col(name: &'static str) -> Col {
+    (name, "string", "", 0)
+}
+
+/// An integer column.
+const fn int_col(name: &'static str) -> Col {
+    (name, "integer", "", 0)
+}
+
+/// A string column only `-o wide` shows (priority 1).
+const fn wide_col(name: &'static str) -> Col {
+    (name, "string", "", 1)
+}
+
+/// Whether a kind's columns end with its pod template's (and the selector).
+#[derive(Clone, Copy)]
+enum Template {
+    None,
+    WithoutSelector,
+    WithSelector,
+}
+
+/// The columns of each kind printed here: (group, kind, columns, template).
+const COLUMNS: &[(&str, &str, &[Col], Template)] = &[
+    (
+        "",
+        "Pod",
+        &[
+            NAME,
+            str_col("Ready"),
+            str_col("Status"),
+            str_col("Restarts"),
+            AGE,
+            wide_col("IP"),
+            wide_col("Node"),
+            wide_col("Nominated Node"),
+            wide_col("Readiness Gates"),
+        ],
+        Template::None,
+    ),
+    (
+        "apps",
+        "ReplicaSet",
+        REPLICA_COLUMNS,
+        Template::WithSelector,
+    ),
+    (
+        "",
+        "ReplicationController",
+        REPLICA_COLUMNS,
+        Template::WithSelector,
+    ),
+    (
+        "apps",
+        "StatefulSet",
+        &[NAME, str_col("Ready"), AGE],
+        Template::WithoutSelector,
+    ),
+    (
+        "apps",
+        "DaemonSet",
+        &[
+            NAME,
+            int_col("Desired"),
+            int_col("Current"),
+            int_col("Ready"),
+            int_col("Up-to-date"),
+            int_col("Available"),
+            str_col("Node Selector"),
+            AGE,
+        ],
+        Template::WithSelector,
+    ),
+    (
+        "batch",
+        "Job",
+        &[
+            NAME,
+            str_col("Status"),
+            str_col("Completions"),
+            str_col("Duration"),
+            AGE,
+        ],
+        Template::WithSelector,
+    ),
+    (
+        "batch",
+        "CronJob",
+        &[
+            NAME,
+            str_col("Schedule"),
+            str_col("Timezone"),
+            ("Suspend", "boolean", "", 0),
+            int_col("Active"),
+            str_col("Last Schedule"),
+            AGE,
+        ],
+        Template::WithSelector,
+    ),
+    (
+        "",
+        "PersistentVolumeClaim",
+        &[
+            NAME,
+            str_col("Status"),
+            str_col("Volume"),
+            str_col("Capacity"),
+            str_col("Access Modes"),
+            str_col("StorageClass"),
+            str_col("VolumeAttributesClass"),
+            AGE,
+            wide_col("VolumeMode"),
+        ],
+        Template::None,
+    ),
+    (
+        "",
+        "Node",
+        &[
+            NAME,
+            str_col("Status"),
+            str_col("Roles"),
+            AGE,
+            str_col("Version"),
+            wide_col("Internal-IP"),
+            wide_col("External-IP"),
+            wide_col("OS-Image"),
+            wide_col("Kernel-Version"),
+            wide_col("Container-Runtime"),
+        ],
+        Template::None,
+    ),
+];
+
+/// ReplicaSet and ReplicationController.
+const REPLICA_COLUMNS: &[Col] = &[
+    NAME,
+    int_col("Desired"),
+    int_col("Current"),
+    int_col("Ready"),
+    AGE,
+];
+
 /// Column definitions, or None for kinds printed elsewhere (or NAME/AGE).
 pub fn columns(def: &ResourceDef) -> Option<Vec<Value>> {
-    let int = |n: &str| col(n, "integer", "", 0);
-    let s = |n: &str| col(n, "string", "", 0);
-    let v = match (def.group.as_str(), def.kind.as_str()) {
-        ("", "Pod") => vec![
-            name_col(),
-            s("Ready"),
-            s("Status"),
-            s("Restarts"),
-            age_col(),
-            col("IP", "string", "", 1),
-            col("Node", "string", "", 1),
-            col("Nominated Node", "string", "", 1),
-            col("Readiness Gates", "string", "", 1),
-        ],
-        ("apps", "ReplicaSet") | ("", "ReplicationController") => {
-            let mut v = vec![
-                name_col(),
-                int("Desired"),
-                int("Current"),
-                int("Ready"),
-                age_col(),
-            ];
-            v.extend(pod_template_cols(true));
-            v
-        }
-        ("apps", "StatefulSet") => {
-            let mut v = vec![name_col(), s("Ready"), age_col()];
-            v.extend(pod_template_cols(false));
-            v
-        }
-        ("apps", "DaemonSet") => {
-            let mut v = vec![
-                name_col(),
-                int("Desired"),
-                int("Current"),
-                int("Ready"),
-                int("Up-to-date"),
-                int("Available"),
-                s("Node Selector"),
-                age_col(),
-            ];
-            v.extend(pod_template_cols(true));
-            v
-        }
-        ("batch", "Job") => {
-            let mut v = vec![
-                name_col(),
-                s("Status"),
-                s("Completions"),
-                s("Duration"),
-                age_col(),
-            ];
-            v.extend(pod_template_cols(true));
-            v
-        }
-        ("batch", "CronJob") => {
-            let mut v = vec![
-                name_col(),
-                s("Schedule"),
-                s("Timezone"),
-                col("Suspend", "boolean", "", 0),
-                int("Active"),
-                s("Last Schedule"),
-                age_col(),
-            ];
-            v.extend(pod_template_cols(true));
-            v
-        }
-        ("", "PersistentVolumeClaim") => vec![
-            name_col(),
-            s("Status"),
-            s("Volume"),
-            s("Capacity"),
-            s("Access Modes"),
-            s("StorageClass"),
-            s("VolumeAttributesClass"),
-            age_col(),
-            col("VolumeMode", "string", "", 1),
-        ],
-        ("", "Node") => vec![
-            name_col(),
-            s("Status"),
-            s("Roles"),
-            age_col(),
-            s("Version"),
-            col("Internal-IP", "string", "", 1),
-            col("External-IP", "string", "", 1),
-            col("OS-Image", "string", "", 1),
-            col("Kernel-Version", "string", "", 1),
-            col("Container-Runtime", "string", "", 1),
-        ],
-        _ => return crate::printers_config::columns(def),
+    let Some((_, _, cols, template)) = COLUMNS
+        .iter()
+        .find(|(g, k, _, _)| *g == def.group && *k == def.kind)
+    else {
+        return crate::printers_config::columns(def);
     };
+    let mut v: Vec<Value> = cols
+        .iter()
+        .map(|&(name, ty, format, priority)| col(name, ty, format, priority))
+        .collect();
+    match template {
+        Template::None => {}
+        Template::WithoutSelector => v.extend(pod_template_cols(false)),
+        Template::WithSelector => v.extend(pod_template_cols(true)),
+    }
     Some(v)
 }
 

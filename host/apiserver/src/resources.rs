@@ -277,13 +277,17 @@ fn crd_versions(versions: &[Value]) -> Result<CrdVersions, String> {
     Ok(out)
 }
 
-/// Build the resource a CRD object defines. Errors name the offending field.
-pub fn def_from_crd(crd: &Value) -> Result<ResourceDef, String> {
-    let spec = crd.get("spec").ok_or("spec: Required value")?;
-    let group = spec
-        .get("group")
-        .and_then(Value::as_str)
-        .ok_or("spec.group: Required value")?;
+/// `spec.names` of a CRD, with kube-apiserver's defaults filled in.
+struct CrdNames {
+    plural: String,
+    kind: String,
+    singular: String,
+    list_kind: String,
+    short_names: Vec<String>,
+    categories: Vec<String>,
+}
+
+fn crd_names(spec: &Value) -> Result<CrdNames, String> {
     let names = spec.get("names").ok_or("spec.names: Required value")?;
     let plural = names
         .get("plural")
@@ -312,19 +316,40 @@ pub fn def_from_crd(crd: &Value) -> Result<ResourceDef, String> {
             })
             .unwrap_or_default()
     };
+    Ok(CrdNames {
+        plural: plural.to_string(),
+        kind: kind.to_string(),
+        singular,
+        list_kind,
+        short_names: strs(names.get("shortNames")),
+        categories: strs(names.get("categories")),
+    })
+}
+
+/// `spec.scope`: whether the CRD's objects are namespaced.
+fn crd_namespaced(spec: &Value) -> Result<bool, String> {
     let scope = spec
         .get("scope")
         .and_then(Value::as_str)
         .ok_or("spec.scope: Required value")?;
-    let namespaced = match scope {
-        "Namespaced" => true,
-        "Cluster" => false,
-        other => {
-            return Err(format!(
-                "spec.scope: Unsupported value: \"{other}\": supported values: \"Cluster\", \"Namespaced\""
-            ));
-        }
-    };
+    match scope {
+        "Namespaced" => Ok(true),
+        "Cluster" => Ok(false),
+        other => Err(format!(
+            "spec.scope: Unsupported value: \"{other}\": supported values: \"Cluster\", \"Namespaced\""
+        )),
+    }
+}
+
+/// Build the resource a CRD object defines. Errors name the offending field.
+pub fn def_from_crd(crd: &Value) -> Result<ResourceDef, String> {
+    let spec = crd.get("spec").ok_or("spec: Required value")?;
+    let group = spec
+        .get("group")
+        .and_then(Value::as_str)
+        .ok_or("spec.group: Required value")?;
+    let names = crd_names(spec)?;
+    let namespaced = crd_namespaced(spec)?;
     let versions = spec
         .get("versions")
         .and_then(Value::as_array)
@@ -342,13 +367,13 @@ pub fn def_from_crd(crd: &Value) -> Result<ResourceDef, String> {
     Ok(ResourceDef {
         group: group.to_string(),
         versions: served,
-        resource: plural.to_string(),
-        singular,
-        kind: kind.to_string(),
-        list_kind,
+        resource: names.plural,
+        singular: names.singular,
+        kind: names.kind,
+        list_kind: names.list_kind,
         namespaced,
-        short_names: strs(names.get("shortNames")),
-        categories: strs(names.get("categories")),
+        short_names: names.short_names,
+        categories: names.categories,
         status_subresource: status,
         scale,
         has_generation: true,

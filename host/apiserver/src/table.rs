@@ -179,6 +179,8 @@ fn columns(def: &ResourceDef, version: &str) -> Vec<Value> {
     }
 }
 
+/// The cells of one row: the kinds with columns here, a custom resource's
+/// `additionalPrinterColumns`, else the workload printers (or NAME, AGE).
 fn cells(def: &ResourceDef, version: &str, o: &Value) -> Vec<Value> {
     let name = s(o.pointer("/metadata/name"));
     let created = o
@@ -193,112 +195,17 @@ fn cells(def: &ResourceDef, version: &str, o: &Value) -> Vec<Value> {
         ],
         ("", "Secret") => vec![name, s(o.get("type")), json!(count(o.get("data"))), a],
         ("", "Namespace") => vec![name, s(o.pointer("/status/phase")), a],
-        ("", "Service") => {
-            let ports = o
-                .pointer("/spec/ports")
-                .and_then(Value::as_array)
-                .map(|ps| {
-                    ps.iter()
-                        .map(|p| {
-                            let port = p.get("port").map(|v| v.to_string()).unwrap_or_default();
-                            let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
-                            match p.get("nodePort") {
-                                Some(np) => format!("{port}:{np}/{proto}"),
-                                None => format!("{port}/{proto}"),
-                            }
-                        })
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "<none>".into());
-            let selector = o
-                .pointer("/spec/selector")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "<none>".into());
-            vec![
-                name,
-                s(o.pointer("/spec/type")),
-                s(o.pointer("/spec/clusterIP")),
-                json!("<none>"),
-                json!(ports),
-                a,
-                json!(selector),
-            ]
-        }
-        ("apps", "Deployment") => {
-            let n = |p: &str| o.pointer(p).and_then(Value::as_i64).unwrap_or(0);
-            let mut v = vec![
-                name,
-                json!(format!(
-                    "{}/{}",
-                    n("/status/readyReplicas"),
-                    n("/spec/replicas")
-                )),
-                json!(n("/status/updatedReplicas")),
-                json!(n("/status/availableReplicas")),
-                a,
-            ];
-            v.extend(crate::printers::template_cells(
-                o,
-                "/spec/template",
-                Some("/spec/selector"),
-            ));
-            v
-        }
+        ("", "Service") => service_cells(o, name, a),
+        ("apps", "Deployment") => deployment_cells(o, name, a),
         ("coordination.k8s.io", "Lease") => {
             vec![name, s(o.pointer("/spec/holderIdentity")), a]
         }
         ("apiextensions.k8s.io", _) => vec![name, s(o.pointer("/metadata/creationTimestamp"))],
-        ("", "Event") => {
-            let last = o
-                .get("lastTimestamp")
-                .and_then(Value::as_str)
-                .or_else(|| o.get("eventTime").and_then(Value::as_str))
-                .or(created);
-            let io = o.get("involvedObject");
-            let object = format!(
-                "{}/{}",
-                io.and_then(|i| i.get("kind"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_lowercase(),
-                io.and_then(|i| i.get("name"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-            );
-            vec![
-                json!(age(last)),
-                s(o.get("type")),
-                s(o.get("reason")),
-                json!(object),
-                s(o.get("message")),
-            ]
-        }
+        ("", "Event") => event_cells(o, created),
         _ if def.custom => {
             let mut out = vec![name];
             match def.printer_columns.get(version) {
-                Some(pc) => {
-                    for c in pc {
-                        let path = c.get("jsonPath").and_then(Value::as_str).unwrap_or("");
-                        let ty = c.get("type").and_then(Value::as_str).unwrap_or("string");
-                        let v = json_path(o, path);
-                        out.push(match (ty, v) {
-                            (_, None) => Value::Null,
-                            ("date", Some(Value::String(t))) => json!(age(Some(t))),
-                            ("integer" | "number" | "boolean", Some(v)) => v.clone(),
-                            (_, Some(Value::String(x))) => json!(x),
-                            (_, Some(other)) => json!(other.to_string()),
-                        });
-                    }
-                }
+                Some(pc) => out.extend(pc.iter().map(|c| printer_column_cell(o, c))),
                 None => out.push(a),
             }
             out
@@ -306,6 +213,112 @@ fn cells(def: &ResourceDef, version: &str, o: &Value) -> Vec<Value> {
         _ => {
             crate::printers::cells(def, o, name.clone(), a.clone()).unwrap_or_else(|| vec![name, a])
         }
+    }
+}
+
+/// `PORT(S)` of a Service: `port[:nodePort]/protocol`, comma-separated.
+fn service_ports(o: &Value) -> String {
+    o.pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .map(|ps| {
+            ps.iter()
+                .map(|p| {
+                    let port = p.get("port").map(|v| v.to_string()).unwrap_or_default();
+                    let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+                    match p.get("nodePort") {
+                        Some(np) => format!("{port}:{np}/{proto}"),
+                        None => format!("{port}/{proto}"),
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "<none>".into())
+}
+
+fn service_cells(o: &Value, name: Value, age: Value) -> Vec<Value> {
+    let selector = o
+        .pointer("/spec/selector")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "<none>".into());
+    vec![
+        name,
+        s(o.pointer("/spec/type")),
+        s(o.pointer("/spec/clusterIP")),
+        json!("<none>"),
+        json!(service_ports(o)),
+        age,
+        json!(selector),
+    ]
+}
+
+fn deployment_cells(o: &Value, name: Value, age: Value) -> Vec<Value> {
+    let n = |p: &str| o.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    let mut v = vec![
+        name,
+        json!(format!(
+            "{}/{}",
+            n("/status/readyReplicas"),
+            n("/spec/replicas")
+        )),
+        json!(n("/status/updatedReplicas")),
+        json!(n("/status/availableReplicas")),
+        age,
+    ];
+    v.extend(crate::printers::template_cells(
+        o,
+        "/spec/template",
+        Some("/spec/selector"),
+    ));
+    v
+}
+
+/// LAST SEEN, TYPE, REASON, OBJECT, MESSAGE (`created` is the fallback time).
+fn event_cells(o: &Value, created: Option<&str>) -> Vec<Value> {
+    let last = o
+        .get("lastTimestamp")
+        .and_then(Value::as_str)
+        .or_else(|| o.get("eventTime").and_then(Value::as_str))
+        .or(created);
+    let io = o.get("involvedObject");
+    let object = format!(
+        "{}/{}",
+        io.and_then(|i| i.get("kind"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_lowercase(),
+        io.and_then(|i| i.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    );
+    vec![
+        json!(age(last)),
+        s(o.get("type")),
+        s(o.get("reason")),
+        json!(object),
+        s(o.get("message")),
+    ]
+}
+
+/// One `additionalPrinterColumns` cell: the value at its `jsonPath`, shown
+/// as its `type` says (a date as an age).
+fn printer_column_cell(o: &Value, c: &Value) -> Value {
+    let path = c.get("jsonPath").and_then(Value::as_str).unwrap_or("");
+    let ty = c.get("type").and_then(Value::as_str).unwrap_or("string");
+    match (ty, json_path(o, path)) {
+        (_, None) => Value::Null,
+        ("date", Some(Value::String(t))) => json!(age(Some(t))),
+        ("integer" | "number" | "boolean", Some(v)) => v.clone(),
+        (_, Some(Value::String(x))) => json!(x),
+        (_, Some(other)) => json!(other.to_string()),
     }
 }
 

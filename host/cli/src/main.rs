@@ -74,7 +74,7 @@ fn main() -> ExitCode {
         cli.log.log_level = Some(filter.to_string());
     }
     if let Err(err) = logging::init(&cli.log) {
-        eprintln!("error: {err:#}");
+        eprintln!("error: {}", error_text(&err));
         return ExitCode::FAILURE;
     }
     let result = match cli.command {
@@ -101,8 +101,53 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", error_text(&err));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes, `: `-separated, as anyhow's `{:#}` prints them,
+/// less the causes whose text is already there: the library errors say
+/// what their source said in their own message (their status conditions and
+/// events show `to_string()`) and keep it as `source()` too.
+fn error_text(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    #[test]
+    fn a_source_already_in_its_errors_message_is_printed_once() {
+        let io = std::io::Error::other("disk on fire");
+        let err = wr_runtime::RuntimeError::CacheDir {
+            path: "/cache".into(),
+            source: io,
+        };
+        let err = anyhow::Error::new(err).context("starting the runtime");
+        assert_eq!(
+            format!("{err:#}"),
+            "starting the runtime: cannot use cache directory /cache: disk on fire: disk on fire"
+        );
+        assert_eq!(
+            error_text(&err),
+            "starting the runtime: cannot use cache directory /cache: disk on fire"
+        );
+        // Causes that add something are all printed.
+        let plain = anyhow::anyhow!("inner").context("middle").context("outer");
+        assert_eq!(error_text(&plain), "outer: middle: inner");
     }
 }

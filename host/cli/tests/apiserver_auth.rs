@@ -3,15 +3,13 @@
 //! token it writes into the kubeconfig, and never logs it; on loopback the
 //! token-less user is the admin (`kubectl auth whoami`).
 
-mod run_common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::run_common::{BIN, Proc, get};
 use anyhow::{Context, Result, ensure};
-use run_common::{BIN, Proc, get};
 
 /// Starts `apiserver ARGS`; returns it, its printed URL and a channel of its stderr lines.
 fn start(args: &[&str]) -> Result<(Proc, String, mpsc::Receiver<String>)> {

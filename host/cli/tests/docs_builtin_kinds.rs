@@ -1,11 +1,11 @@
 //! The list of built-in kinds in `docs/authoring.md` is generated from the
 //! embedded API server's catalog (`host/apiserver/src/catalog.rs`), never
 //! typed: this test fails when the two differ, and rewrites the section with
-//! `WR_UPDATE_DOCS=1 cargo test -p wasm-reconciler --test docs_builtin_kinds`.
+//! `WR_UPDATE_DOCS=1 cargo test -p wasm-reconciler --test cli -- docs_builtin_kinds::`.
 
 use wr_tests::plugins::workspace_root;
 
-const BEGIN: &str = "<!-- builtin-kinds:begin (generated: WR_UPDATE_DOCS=1 cargo test -p wasm-reconciler --test docs_builtin_kinds) -->\n";
+const BEGIN: &str = "<!-- builtin-kinds:begin (generated: WR_UPDATE_DOCS=1 cargo test -p wasm-reconciler --test cli -- docs_builtin_kinds::) -->\n";
 const END: &str = "<!-- builtin-kinds:end -->";
 
 fn table() -> String {
@@ -59,6 +59,6 @@ fn authoring_doc_lists_the_catalogs_builtin_kinds() {
     }
     panic!(
         "docs/authoring.md lists other built-in kinds than the catalog; run \
-         WR_UPDATE_DOCS=1 cargo test -p wasm-reconciler --test docs_builtin_kinds"
+         WR_UPDATE_DOCS=1 cargo test -p wasm-reconciler --test cli -- docs_builtin_kinds::"
     );
 }

@@ -7,9 +7,6 @@
 //! away (`create` on Deployments) a new parent fails with the 403 a real
 //! cluster gives and the host reports it on the parent.
 
-mod request_log;
-mod run_common;
-
 use std::path::Path;
 use std::process::Command;
 
@@ -17,8 +14,8 @@ use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 use wr_apiserver::RequestRecord;
 
-use request_log::*;
-use run_common::*;
+use crate::request_log::*;
+use crate::run_common::*;
 
 const LEASE: &[&str] = &[
     "--leader-elect=true",

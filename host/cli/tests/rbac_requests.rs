@@ -14,9 +14,6 @@
 //! (apiGroup, resource, verb) those rules grant must have been used, or be in
 //! [`JUSTIFIED`] with the reason it is still needed.
 
-mod request_log;
-mod run_common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -27,8 +24,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use wr_apiserver::RequestRecord;
 
-use request_log::*;
-use run_common::*;
+use crate::request_log::*;
+use crate::run_common::*;
 
 /// Grants the run does not exercise, each with the reason it is still needed:
 /// (apiGroup, resource, verb, why).

@@ -11,9 +11,6 @@
 //! the embedded server on every `cargo test`; this one needs a real API
 //! server with RBAC (`WR_TEST_CLUSTER=real`).
 
-mod real_kube;
-mod run_common;
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,8 +20,8 @@ use anyhow::{Context, Result, bail, ensure};
 use serde::Deserialize;
 use serde_json::Value;
 
-use real_kube::*;
-use run_common::{BIN, eventually, kubectl};
+use crate::real_kube::*;
+use crate::run_common::{BIN, eventually, kubectl};
 
 /// The release (its ClusterRole is named so).
 const RELEASE: &str = "wr-helm-real";

@@ -24,9 +24,6 @@
 //! (`rbac_requests.rs` is its version: an evaluator over its request log), so
 //! this test runs only with `WR_TEST_CLUSTER=real`.
 
-mod real_kube;
-mod run_common;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -36,8 +33,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use real_kube::*;
-use run_common::{BIN, eventually, kubectl};
+use crate::real_kube::*;
+use crate::run_common::{BIN, eventually, kubectl};
 
 #[test]
 fn printed_rbac_is_enough_and_every_rule_is_needed_on_real_kubernetes() -> Result<()> {

@@ -17,16 +17,13 @@
 //! last one the old leader wrote is the new leader's. Runs on the embedded
 //! API server and, with `WR_TEST_CLUSTER=real`, on a real kube-apiserver.
 
-mod request_log;
-mod run_common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use crate::request_log::*;
+use crate::run_common::*;
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use request_log::*;
-use run_common::*;
 use serde_json::{Value, json};
 
 const CONTROLLER: &str = "site-canary";

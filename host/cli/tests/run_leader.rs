@@ -10,15 +10,12 @@
 //! `User-Agent`. The release on SIGTERM is seen in the store itself: a watch
 //! on the Lease receives the version with no holder.
 
-mod request_log;
-mod run_common;
-
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 
+use crate::request_log::*;
+use crate::run_common::*;
 use anyhow::{Context, Result, ensure};
-use request_log::*;
-use run_common::*;
 use serde_json::Value;
 use wr_apiserver::RequestRecord;
 

@@ -3,12 +3,10 @@
 //! controller started, the shutdown — so an operator reading the pod log sees
 //! that all is well (issue 20, item 17).
 
-mod run_common;
-
 use std::process::{Command, Stdio};
 
+use crate::run_common::*;
 use anyhow::{Context, Result, ensure};
-use run_common::*;
 
 #[test]
 fn run_logs_leadership_and_each_controller_started_at_the_default_level() -> Result<()> {

@@ -3,10 +3,8 @@
 //! cache cannot list), the metric families exist and move with the work, and
 //! SIGTERM stops the process with exit 0.
 
-mod run_common;
-
+use crate::run_common::*;
 use anyhow::{Result, ensure};
-use run_common::*;
 
 const SUCCESS: &str =
     r#"wasm_reconciler_reconciles_total{controller="static-site",result="success"}"#;

@@ -13,15 +13,12 @@
 //! share (`wasm_reconciler_shard_owned_parents` sums to the parent count) and
 //! the map Lease says what changed.
 
-mod request_log;
-mod run_common;
-
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use crate::request_log::*;
+use crate::run_common::*;
 use anyhow::{Context, Result, ensure};
-use request_log::*;
-use run_common::*;
 use serde_json::Value;
 use wr_apiserver::RequestRecord;
 use wr_tests::shard_log;

@@ -86,7 +86,7 @@ pub struct ChunkRef {
 }
 
 /// Why stored bytes are not a loadable component.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum FormatError {
     /// Decoding would exceed [`MAX_COMPONENT_BYTES`].
     #[error("decompressed component exceeds the limit of {limit} bytes (compression bomb?)")]
@@ -95,16 +95,17 @@ pub enum FormatError {
         limit: usize,
     },
     /// The compressed stream is broken.
-    #[error("cannot decompress {encoding:?} data: {message}")]
+    #[error("cannot decompress {encoding:?} data: {source}")]
     Decompress {
         /// Detected encoding.
         encoding: Encoding,
-        /// Decoder message.
-        message: String,
+        /// The decoder's error.
+        #[source]
+        source: std::io::Error,
     },
     /// The manifest does not parse or has an unknown format.
     #[error("invalid chunk manifest: {0}")]
-    Manifest(String),
+    Manifest(#[source] ManifestError),
     /// A listed chunk ConfigMap does not exist (yet).
     #[error("chunk {index} (ConfigMap {config_map}) is missing")]
     ChunkMissing {
@@ -137,6 +138,20 @@ pub enum FormatError {
     },
 }
 
+/// Why a chunk manifest is not one this host reads.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// Not the JSON of a [`Manifest`].
+    #[error(transparent)]
+    Json(serde_json::Error),
+    /// Another `format`.
+    #[error("unknown format {0:?} (expected {MANIFEST_FORMAT:?})")]
+    UnknownFormat(String),
+    /// An empty chunk list.
+    #[error("no chunks")]
+    NoChunks,
+}
+
 fn sha_hex(b: &[u8]) -> String {
     hex::encode(Sha256::digest(b))
 }
@@ -164,12 +179,12 @@ pub fn decode(bytes: Vec<u8>, limit: usize) -> Result<Vec<u8>, FormatError> {
             return Ok(bytes);
         }
         Encoding::Gzip => Box::new(flate2::read::MultiGzDecoder::new(&bytes[..])),
-        Encoding::Zstd => Box::new(zstd::stream::read::Decoder::new(&bytes[..]).map_err(|e| {
-            FormatError::Decompress {
+        Encoding::Zstd => Box::new(zstd::stream::read::Decoder::new(&bytes[..]).map_err(
+            |source| FormatError::Decompress {
                 encoding: enc,
-                message: e.to_string(),
-            }
-        })?),
+                source,
+            },
+        )?),
     };
     let mut out = Vec::new();
     // Read one byte past the limit: reaching it proves the stream is too big
@@ -177,9 +192,9 @@ pub fn decode(bytes: Vec<u8>, limit: usize) -> Result<Vec<u8>, FormatError> {
     reader
         .take(limit as u64 + 1)
         .read_to_end(&mut out)
-        .map_err(|e| FormatError::Decompress {
+        .map_err(|source| FormatError::Decompress {
             encoding: enc,
-            message: e.to_string(),
+            source,
         })?;
     if out.len() > limit {
         return Err(FormatError::TooLarge { limit });
@@ -190,15 +205,14 @@ pub fn decode(bytes: Vec<u8>, limit: usize) -> Result<Vec<u8>, FormatError> {
 /// Parses the manifest text.
 pub fn parse_manifest(text: &str) -> Result<Manifest, FormatError> {
     let m: Manifest =
-        serde_json::from_str(text).map_err(|e| FormatError::Manifest(e.to_string()))?;
+        serde_json::from_str(text).map_err(|e| FormatError::Manifest(ManifestError::Json(e)))?;
     if m.format != MANIFEST_FORMAT {
-        return Err(FormatError::Manifest(format!(
-            "unknown format {:?} (expected {MANIFEST_FORMAT:?})",
-            m.format
+        return Err(FormatError::Manifest(ManifestError::UnknownFormat(
+            m.format,
         )));
     }
     if m.chunks.is_empty() {
-        return Err(FormatError::Manifest("no chunks".into()));
+        return Err(FormatError::Manifest(ManifestError::NoChunks));
     }
     Ok(m)
 }
@@ -437,15 +451,15 @@ mod tests {
         let zeros = vec![0u8; 8 << 20];
         let gz = gzip(&zeros);
         assert!(gz.len() < 64 << 10);
-        assert_eq!(
+        assert!(matches!(
             decode(gz, 1 << 20),
-            Err(FormatError::TooLarge { limit: 1 << 20 })
-        );
+            Err(FormatError::TooLarge { limit }) if limit == 1 << 20
+        ));
         let zs = zstd::stream::encode_all(&zeros[..], 3).unwrap();
-        assert_eq!(
+        assert!(matches!(
             decode(zs, 1 << 20),
-            Err(FormatError::TooLarge { limit: 1 << 20 })
-        );
+            Err(FormatError::TooLarge { limit }) if limit == 1 << 20
+        ));
     }
 
     #[test]
@@ -523,13 +537,21 @@ mod tests {
     fn truncated_zstd_is_a_decompress_error() {
         let zs = zstd::stream::encode_all(&fake_component(50_000)[..], 3).unwrap();
         let cut = zs[..zs.len() / 2].to_vec();
-        assert!(matches!(
-            decode(cut, 1 << 20),
-            Err(FormatError::Decompress {
-                encoding: Encoding::Zstd,
-                ..
-            })
-        ));
+        let e = decode(cut, 1 << 20).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                FormatError::Decompress {
+                    encoding: Encoding::Zstd,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        // The decoder's error is the source, and its text is in the message.
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+        assert!(e.to_string().ends_with(&source.to_string()), "{e}");
     }
 
     #[test]

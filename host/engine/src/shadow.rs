@@ -98,14 +98,38 @@ fn child_key(c: &Value, parent_ns: Option<&str>) -> (String, String) {
 }
 
 /// Every field where `candidate` differs from `active`, volatile fields
-/// aside, for a parent in namespace `parent_ns`.
+/// aside, for a parent in namespace `parent_ns`: the children's first (by
+/// `Kind namespace/name`), then the parent's own (status, conditions, events,
+/// requeue, finalized).
 pub fn compare(
     active: &ReconcileResponse,
     candidate: &ReconcileResponse,
     volatile: &[Volatile],
     parent_ns: Option<&str>,
 ) -> Vec<FieldDiff> {
-    let mut out = Vec::new();
+    let mut out = child_diffs(active, candidate, volatile, parent_ns);
+    for (field, av, cv) in own_diffs(active, candidate) {
+        if volatile.iter().any(|v| v.covers(None, &field)) {
+            continue;
+        }
+        out.push(FieldDiff {
+            child: None,
+            field,
+            active: av,
+            candidate: cv,
+        });
+    }
+    out
+}
+
+/// The children's differences: a child only one side desires is one
+/// `(absent)` difference; Secret values are redacted.
+fn child_diffs(
+    active: &ReconcileResponse,
+    candidate: &ReconcileResponse,
+    volatile: &[Volatile],
+    parent_ns: Option<&str>,
+) -> Vec<FieldDiff> {
     let index = |r: &ReconcileResponse| -> BTreeMap<String, (String, Value)> {
         r.children
             .iter()
@@ -117,6 +141,7 @@ pub fn compare(
     };
     let (a, b) = (index(active), index(candidate));
     let labels: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let mut out = Vec::new();
     for label in labels {
         match (a.get(label), b.get(label)) {
             (Some((kind, x)), Some((_, y))) => {
@@ -147,6 +172,11 @@ pub fn compare(
             }),
         }
     }
+    out
+}
+
+/// The parent's own differences, volatile fields not yet removed.
+fn own_diffs(active: &ReconcileResponse, candidate: &ReconcileResponse) -> Vec<DiffLeaf> {
     let mut own = Vec::new();
     walk(
         "status",
@@ -154,26 +184,7 @@ pub fn compare(
         candidate.status.as_ref(),
         &mut own,
     );
-    let conds = |r: &ReconcileResponse| -> Value {
-        Value::Object(
-            r.conditions
-                .iter()
-                .map(|c| (c.type_.clone(), serde_json::to_value(c).unwrap_or_default()))
-                .collect(),
-        )
-    };
-    let (ca, cb) = (conds(active), conds(candidate));
-    let mut cond_diffs = Vec::new();
-    walk("", Some(&ca), Some(&cb), &mut cond_diffs);
-    for (field, av, cv) in cond_diffs {
-        // `Ready.reason` → `conditions[Ready].reason`.
-        let (ty, rest) = field.split_once('.').unwrap_or((field.as_str(), ""));
-        let path = match rest {
-            "" => format!("conditions[{ty}]"),
-            r => format!("conditions[{ty}].{r}"),
-        };
-        own.push((path, av, cv));
-    }
+    own.extend(condition_diffs(active, candidate));
     let events = |r: &ReconcileResponse| serde_json::to_value(&r.events).unwrap_or_default();
     if active.events != candidate.events {
         own.push((
@@ -196,18 +207,34 @@ pub fn compare(
             Some(candidate.finalized.into()),
         ));
     }
-    for (field, av, cv) in own {
-        if volatile.iter().any(|v| v.covers(None, &field)) {
-            continue;
-        }
-        out.push(FieldDiff {
-            child: None,
-            field,
-            active: av,
-            candidate: cv,
-        });
-    }
-    out
+    own
+}
+
+/// Conditions compared by type, at `conditions[TYPE].field`.
+fn condition_diffs(active: &ReconcileResponse, candidate: &ReconcileResponse) -> Vec<DiffLeaf> {
+    let conds = |r: &ReconcileResponse| -> Value {
+        Value::Object(
+            r.conditions
+                .iter()
+                .map(|c| (c.type_.clone(), serde_json::to_value(c).unwrap_or_default()))
+                .collect(),
+        )
+    };
+    let (ca, cb) = (conds(active), conds(candidate));
+    let mut found = Vec::new();
+    walk("", Some(&ca), Some(&cb), &mut found);
+    found
+        .into_iter()
+        .map(|(field, av, cv)| {
+            // `Ready.reason` → `conditions[Ready].reason`.
+            let (ty, rest) = field.split_once('.').unwrap_or((field.as_str(), ""));
+            let path = match rest {
+                "" => format!("conditions[{ty}]"),
+                r => format!("conditions[{ty}].{r}"),
+            };
+            (path, av, cv)
+        })
+        .collect()
 }
 
 fn redacted() -> Value {

@@ -45,18 +45,22 @@ pub struct Signature {
 }
 
 /// Why a key or a signature is not usable.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Each message names what is wrong and carries the underlying error's text;
+/// the underlying error is also the [`std::error::Error::source`].
+#[derive(Debug, thiserror::Error)]
 pub enum SigningError {
     /// The private key text is neither PKCS#8 PEM nor a base64 32-byte seed.
     #[error("private key: {0}")]
-    PrivateKey(String),
+    PrivateKey(#[source] KeyError),
     /// A trusted key does not parse.
-    #[error("spec.plugin.signature.trustedKeys[{index}]: not an ed25519 public key: {message}")]
+    #[error("spec.plugin.signature.trustedKeys[{index}]: not an ed25519 public key: {source}")]
     TrustedKey {
         /// Position in `trustedKeys`.
         index: usize,
         /// Why.
-        message: String,
+        #[source]
+        source: KeyError,
     },
     /// The WasmController requires a signature and the source has none.
     #[error(
@@ -68,7 +72,7 @@ pub enum SigningError {
     },
     /// The signature does not parse.
     #[error("{SIGNATURE_KEY} does not parse: {0}")]
-    Malformed(String),
+    Malformed(#[source] MalformedError),
     /// The signature is for other bytes.
     #[error("{SIGNATURE_KEY} signs {signed}, but the component is {actual}; it is refused")]
     OtherDigest {
@@ -89,6 +93,56 @@ pub enum SigningError {
         /// How many keys were tried.
         trusted: usize,
     },
+}
+
+/// Why the text of a key is not an ed25519 key.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// A private key's PKCS#8 PEM does not decode (or encode).
+    #[error(transparent)]
+    Pkcs8(ed25519_dalek::pkcs8::Error),
+    /// A public key's SPKI PEM does not decode (or encode).
+    #[error(transparent)]
+    Spki(ed25519_dalek::pkcs8::spki::Error),
+    /// A private key that is neither PEM nor base64.
+    #[error("neither PKCS#8 PEM nor base64: {0}")]
+    NotPemOrBase64(#[source] base64::DecodeError),
+    /// A public key that is not PEM and not base64.
+    #[error("not base64: {0}")]
+    NotBase64(#[source] base64::DecodeError),
+    /// A raw private key (seed) of the wrong length.
+    #[error("a raw seed has 32 bytes, this has {0}")]
+    SeedLength(usize),
+    /// A raw public key of the wrong length.
+    #[error("an ed25519 key has 32 bytes, this has {0}")]
+    KeyLength(usize),
+    /// 32 bytes that are not a point of the curve.
+    #[error(transparent)]
+    NotOnCurve(ed25519_dalek::SignatureError),
+}
+
+/// Why the text of `signature.json` is not a signature this host reads.
+#[derive(Debug, thiserror::Error)]
+pub enum MalformedError {
+    /// Not the JSON of a [`Signature`].
+    #[error(transparent)]
+    Json(serde_json::Error),
+    /// Another format or algorithm.
+    #[error(
+        "unknown format {format:?} / algorithm {algorithm:?} (expected {SIGNATURE_FORMAT:?} / \"ed25519\")"
+    )]
+    UnknownFormat {
+        /// `format` of the signature.
+        format: String,
+        /// `algorithm` of the signature.
+        algorithm: String,
+    },
+    /// The signature field is not base64.
+    #[error("signature: not base64: {0}")]
+    NotBase64(#[source] base64::DecodeError),
+    /// The signature field has the wrong length.
+    #[error("signature: an ed25519 signature has 64 bytes, this has {0}")]
+    Length(usize),
 }
 
 impl SigningError {
@@ -149,31 +203,32 @@ fn b64() -> base64::engine::GeneralPurpose {
 pub fn parse_private_key(text: &str) -> Result<SigningKey, SigningError> {
     let t = text.trim();
     if t.starts_with("-----BEGIN") {
-        return SigningKey::from_pkcs8_pem(t).map_err(|e| SigningError::PrivateKey(e.to_string()));
+        return SigningKey::from_pkcs8_pem(t)
+            .map_err(|e| SigningError::PrivateKey(KeyError::Pkcs8(e)));
     }
     use base64::Engine;
     let raw = b64()
         .decode(t)
-        .map_err(|e| SigningError::PrivateKey(format!("neither PKCS#8 PEM nor base64: {e}")))?;
-    let seed: [u8; 32] = raw.try_into().map_err(|v: Vec<u8>| {
-        SigningError::PrivateKey(format!("a raw seed has 32 bytes, this has {}", v.len()))
-    })?;
+        .map_err(|e| SigningError::PrivateKey(KeyError::NotPemOrBase64(e)))?;
+    let seed: [u8; 32] = raw
+        .try_into()
+        .map_err(|v: Vec<u8>| SigningError::PrivateKey(KeyError::SeedLength(v.len())))?;
     Ok(SigningKey::from_bytes(&seed))
 }
 
 /// Reads a public key: SPKI PEM (`openssl pkey -pubout`) or the base64 of
 /// its 32 raw bytes (what `keygen` prints for `trustedKeys`).
-pub fn parse_public_key(text: &str) -> Result<VerifyingKey, String> {
+pub fn parse_public_key(text: &str) -> Result<VerifyingKey, KeyError> {
     let t = text.trim();
     if t.starts_with("-----BEGIN") {
-        return VerifyingKey::from_public_key_pem(t).map_err(|e| e.to_string());
+        return VerifyingKey::from_public_key_pem(t).map_err(KeyError::Spki);
     }
     use base64::Engine;
-    let raw = b64().decode(t).map_err(|e| format!("not base64: {e}"))?;
+    let raw = b64().decode(t).map_err(KeyError::NotBase64)?;
     let bytes: [u8; 32] = raw
         .try_into()
-        .map_err(|v: Vec<u8>| format!("an ed25519 key has 32 bytes, this has {}", v.len()))?;
-    VerifyingKey::from_bytes(&bytes).map_err(|e| e.to_string())
+        .map_err(|v: Vec<u8>| KeyError::KeyLength(v.len()))?;
+    VerifyingKey::from_bytes(&bytes).map_err(KeyError::NotOnCurve)
 }
 
 /// The base64 form of a public key, as `trustedKeys` takes it.
@@ -188,12 +243,12 @@ pub fn generate(seed: [u8; 32]) -> Result<(String, String, String), SigningError
     let key = SigningKey::from_bytes(&seed);
     let private = key
         .to_pkcs8_pem(Default::default())
-        .map_err(|e| SigningError::PrivateKey(e.to_string()))?
+        .map_err(|e| SigningError::PrivateKey(KeyError::Pkcs8(e)))?
         .to_string();
     let public = key
         .verifying_key()
         .to_public_key_pem(Default::default())
-        .map_err(|e| SigningError::PrivateKey(e.to_string()))?;
+        .map_err(|e| SigningError::PrivateKey(KeyError::Spki(e)))?;
     Ok((private, public, public_key_base64(&key.verifying_key())))
 }
 
@@ -225,7 +280,7 @@ pub fn verify(
         .iter()
         .enumerate()
         .map(|(index, k)| {
-            parse_public_key(k).map_err(|message| SigningError::TrustedKey { index, message })
+            parse_public_key(k).map_err(|source| SigningError::TrustedKey { index, source })
         })
         .collect::<Result<Vec<_>, _>>()?;
     let Some(text) = signature else {
@@ -234,12 +289,12 @@ pub fn verify(
         });
     };
     let sig: Signature =
-        serde_json::from_str(text).map_err(|e| SigningError::Malformed(e.to_string()))?;
+        serde_json::from_str(text).map_err(|e| SigningError::Malformed(MalformedError::Json(e)))?;
     if sig.format != SIGNATURE_FORMAT || sig.algorithm != "ed25519" {
-        return Err(SigningError::Malformed(format!(
-            "unknown format {:?} / algorithm {:?} (expected {SIGNATURE_FORMAT:?} / \"ed25519\")",
-            sig.format, sig.algorithm
-        )));
+        return Err(SigningError::Malformed(MalformedError::UnknownFormat {
+            format: sig.format,
+            algorithm: sig.algorithm,
+        }));
     }
     if sig.digest != digest {
         return Err(SigningError::OtherDigest {
@@ -250,13 +305,10 @@ pub fn verify(
     use base64::Engine;
     let raw = b64()
         .decode(&sig.signature)
-        .map_err(|e| SigningError::Malformed(format!("signature: not base64: {e}")))?;
-    let bytes: [u8; 64] = raw.try_into().map_err(|v: Vec<u8>| {
-        SigningError::Malformed(format!(
-            "signature: an ed25519 signature has 64 bytes, this has {}",
-            v.len()
-        ))
-    })?;
+        .map_err(|e| SigningError::Malformed(MalformedError::NotBase64(e)))?;
+    let bytes: [u8; 64] = raw
+        .try_into()
+        .map_err(|v: Vec<u8>| SigningError::Malformed(MalformedError::Length(v.len())))?;
     let s = ed25519_dalek::Signature::from_bytes(&bytes);
     let msg = message(digest);
     if keys.iter().any(|k| k.verify(&msg, &s).is_ok()) {
@@ -288,18 +340,15 @@ mod tests {
         let other = SigningKey::from_bytes(&[8; 32]);
         let d = crate::plugin_source::digest(b"component");
         let text = serde_json::to_string(&sign(&good, &d)).unwrap();
-        assert_eq!(verify(Some(&policy(&[&good])), &d, Some(&text)), Ok(()));
-        assert_eq!(
-            verify(Some(&policy(&[&other, &good])), &d, Some(&text)),
-            Ok(())
-        );
+        verify(Some(&policy(&[&good])), &d, Some(&text)).unwrap();
+        verify(Some(&policy(&[&other, &good])), &d, Some(&text)).unwrap();
         let e = verify(Some(&policy(&[&other])), &d, Some(&text)).unwrap_err();
         assert_eq!(e.reason(), "SignatureInvalid");
         assert!(matches!(e, SigningError::Untrusted { .. }), "{e}");
         let e = verify(Some(&policy(&[&good])), &d, None).unwrap_err();
         assert_eq!(e.reason(), "Unsigned");
         // No policy: signatures are not required.
-        assert_eq!(verify(None, &d, None), Ok(()));
+        verify(None, &d, None).unwrap();
     }
 
     #[test]
@@ -333,6 +382,28 @@ mod tests {
                 .starts_with("spec.plugin.signature.trustedKeys[1]"),
             "{e}"
         );
+        // The cause is kept as a typed source, not only as text.
+        assert!(
+            matches!(
+                &e,
+                SigningError::TrustedKey {
+                    index: 1,
+                    source: KeyError::KeyLength(3)
+                }
+            ),
+            "{e:?}"
+        );
+        let source = std::error::Error::source(&e).map(ToString::to_string);
+        assert_eq!(
+            source.as_deref(),
+            Some("an ed25519 key has 32 bytes, this has 3")
+        );
+        let e = verify(Some(&policy(&[&k])), "sha256:00", Some("{not json")).unwrap_err();
+        assert!(
+            matches!(&e, SigningError::Malformed(MalformedError::Json(j)) if j.is_syntax()),
+            "{e:?}"
+        );
+        assert!(std::error::Error::source(&e).is_some(), "{e:?}");
     }
 
     /// A refused signature names the ConfigMap (namespace/name) or file it

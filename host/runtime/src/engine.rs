@@ -69,7 +69,7 @@ pub(crate) fn build(config: &RuntimeConfig, metering: Metering) -> Result<Engine
         .max_wasm_stack(1 << 20)
         .async_stack_size(2 << 20)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    Engine::new(&wasm).map_err(|e| RuntimeError::Engine(format!("{e:#}")))
+    Engine::new(&wasm).map_err(RuntimeError::Engine)
 }
 
 /// Key of the precompiled cache for this engine: wasmtime's version and its
@@ -127,7 +127,7 @@ impl EpochTicker {
                     engine.increment_epoch();
                 }
             })
-            .map_err(|e| RuntimeError::Engine(format!("cannot start epoch ticker: {e}")))?;
+            .map_err(RuntimeError::EpochTicker)?;
         Ok(EpochTicker {
             stop,
             handle: Some(handle),

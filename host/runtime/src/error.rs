@@ -3,14 +3,20 @@
 
 /// Why the runtime itself could not be created (engine config rejected,
 /// cache directory unusable, ...).
+///
+/// Messages carry the underlying error's text (wasmtime's whole chain), and
+/// the underlying error is also the [`std::error::Error::source`].
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     /// wasmtime rejected the engine configuration.
-    #[error("cannot create the wasmtime engine: {0}")]
-    Engine(String),
+    #[error("cannot create the wasmtime engine: {0:#}")]
+    Engine(#[source] wasmtime::Error),
+    /// The thread that advances the engine's epoch (call timeouts) did not start.
+    #[error("cannot create the wasmtime engine: cannot start epoch ticker: {0}")]
+    EpochTicker(#[source] std::io::Error),
     /// The host-side linker could not be set up (a bug, not a plugin problem).
-    #[error("cannot set up the host linker: {0}")]
-    Linker(String),
+    #[error("cannot set up the host linker: {0:#}")]
+    Linker(#[source] wasmtime::Error),
     /// The precompiled-artifact cache directory cannot be created.
     #[error("cannot use cache directory {path}: {source}")]
     CacheDir {
@@ -23,31 +29,60 @@ pub enum RuntimeError {
 /// Why a component could not be loaded.
 ///
 /// Every message says what is wrong with the component itself, so that
-/// `render` and the engine can show it to the plugin author verbatim.
+/// `render` and the engine can show it to the plugin author verbatim; where
+/// wasmtime said why, its error is the [`std::error::Error::source`] too.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The bytes are not a valid WebAssembly component (e.g. a core module,
     /// or a component using a feature the host does not enable).
-    #[error("not a valid WebAssembly component: {0}")]
-    Compile(String),
+    #[error("not a valid WebAssembly component: {0:#}")]
+    Compile(#[source] wasmtime::Error),
     /// The component imports something the host does not provide. The host
     /// provides `wasm-reconciler:plugin/host` (0.1.x and 0.2.x) and WASI 0.2
     /// (with an empty context).
     #[error(
         "component imports `{import}`, which the host does not provide (a plugin may import only `wasm-reconciler:plugin/host@0.1.x`, `wasm-reconciler:plugin/host@0.2.x` and WASI 0.2): {detail}"
     )]
-    UnknownImport { import: String, detail: String },
+    UnknownImport {
+        import: String,
+        detail: String,
+        /// wasmtime's link error, when linking found the import.
+        #[source]
+        source: Option<wasmtime::Error>,
+    },
     /// The component implements none of the plugin worlds this host supports
     /// (the message lists them: see `ContractVersion::supported_worlds`).
     #[error(
-        "component implements none of the plugin worlds this host supports ({supported}): {0}",
+        "component implements none of the plugin worlds this host supports ({supported}): {detail}",
         supported = crate::ContractVersion::supported_worlds().join(", ")
     )]
-    WorldMismatch(String),
+    WorldMismatch {
+        detail: String,
+        /// wasmtime's type error, when an export has the wrong type.
+        #[source]
+        source: Option<wasmtime::Error>,
+    },
     /// The component implements a 0.2.0 world but its `info` export failed
     /// when the host called it at load.
     #[error("plugin `info` failed at load: {0}")]
-    Info(String),
+    Info(#[source] InfoError),
+}
+
+/// Why calling a 0.2.0 component's `info` at load failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InfoError {
+    /// The thread's runtime for the call could not be built.
+    #[error("cannot start a runtime for it: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// The runtime is shutting down.
+    #[error("the instance slots are closed")]
+    SlotsClosed,
+    /// The call itself failed.
+    #[error(transparent)]
+    Call(CallError),
+    /// The call panicked.
+    #[error("the call panicked")]
+    Panicked,
 }
 
 /// Which kind of misbehaviour stopped a call. The host survives all of them.

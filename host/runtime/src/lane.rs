@@ -41,9 +41,8 @@ impl Lane {
     pub(crate) fn new(config: &RuntimeConfig, metering: Metering) -> Result<Lane, RuntimeError> {
         let engine = engine::build(config, metering)?;
         let mut linker: Linker<HostState> = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(|e| RuntimeError::Linker(format!("{e:#}")))?;
-        bindings::add_to_linker(&mut linker).map_err(|e| RuntimeError::Linker(format!("{e:#}")))?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(RuntimeError::Linker)?;
+        bindings::add_to_linker(&mut linker).map_err(RuntimeError::Linker)?;
         let cache = match &config.cache_dir {
             Some(dir) => Some(
                 DiskCache::open(dir.clone(), engine::cache_key(&engine)).map_err(|source| {
@@ -88,8 +87,7 @@ impl Lane {
                 component
             }
             None => {
-                let component = Component::new(&self.engine, bytes)
-                    .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+                let component = Component::new(&self.engine, bytes).map_err(LoadError::Compile)?;
                 counters.bump(&counters.compiled);
                 tracing::debug!(sha256 = sha256_hex, "compiled plugin");
                 component

@@ -43,7 +43,7 @@ use sha2::{Digest, Sha256};
 
 pub use call::CallTimings;
 pub use contract::{ContractVersion, PluginInfo, World};
-pub use error::{CallError, FaultKind, LoadError, RuntimeError};
+pub use error::{CallError, FaultKind, InfoError, LoadError, RuntimeError};
 pub use types::*;
 
 use bindings::WorldPre;
@@ -462,18 +462,18 @@ fn read_info(
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map_err(|e| LoadError::Info(format!("cannot start a runtime for it: {e}")))?;
+                .map_err(|e| LoadError::Info(InfoError::Runtime(e)))?;
             runtime.block_on(async {
                 let _slot = slots
                     .acquire()
                     .await
-                    .map_err(|_| LoadError::Info("the instance slots are closed".into()))?;
+                    .map_err(|_| LoadError::Info(InfoError::SlotsClosed))?;
                 call::info(pre, max_memory_bytes, &CallLimits::default())
                     .await
-                    .map_err(|e| LoadError::Info(e.to_string()))
+                    .map_err(|e| LoadError::Info(InfoError::Call(e)))
             })
         });
         call.join()
-            .unwrap_or_else(|_| Err(LoadError::Info("the call panicked".into())))
+            .unwrap_or_else(|_| Err(LoadError::Info(InfoError::Panicked)))
     })
 }

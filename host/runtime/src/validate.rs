@@ -42,6 +42,7 @@ pub(crate) fn link(
             return Err(LoadError::UnknownImport {
                 import: name.to_string(),
                 detail: WASI_HTTP_HINT.into(),
+                source: None,
             });
         }
         if !PROVIDED_IMPORTS
@@ -51,6 +52,7 @@ pub(crate) fn link(
             return Err(LoadError::UnknownImport {
                 import: name.to_string(),
                 detail: "no such interface in the host".into(),
+                source: None,
             });
         }
     }
@@ -67,22 +69,30 @@ pub(crate) fn link(
     match func("reconcile") {
         None => {
             let names: Vec<&str> = exports.iter().map(|(n, _)| n.as_str()).collect();
-            return Err(LoadError::WorldMismatch(format!(
-                "missing export `reconcile: func(request: reconcile-request) -> result<reconcile-response, reconcile-error>`; the component exports [{}]",
-                names.join(", ")
-            )));
+            return Err(LoadError::WorldMismatch {
+                detail: format!(
+                    "missing export `reconcile: func(request: reconcile-request) -> result<reconcile-response, reconcile-error>`; the component exports [{}]",
+                    names.join(", ")
+                ),
+                source: None,
+            });
         }
         Some((_, false)) => {
-            return Err(LoadError::WorldMismatch(
-                "export `reconcile` is not a function".into(),
-            ));
+            return Err(LoadError::WorldMismatch {
+                detail: "export `reconcile` is not a function".into(),
+                source: None,
+            });
         }
         Some(_) => {}
     }
     let pre = linker.instantiate_pre(component).map_err(|e| {
         let detail = format!("{e:#}");
         let import = imported_name(&detail).unwrap_or_else(|| "(see detail)".into());
-        LoadError::UnknownImport { import, detail }
+        LoadError::UnknownImport {
+            import,
+            detail,
+            source: Some(e),
+        }
     })?;
     // The exports say which world the component means; the typed pre-link
     // then checks every export's type against that world's bindings.
@@ -107,10 +117,13 @@ pub(crate) fn link(
             }
         }
     }
-    Err(LoadError::WorldMismatch(format!(
-        "by its exports it is `{}`, but an export has the wrong type (built against another WIT version?): {first:#}",
-        world.qualified(version)
-    )))
+    Err(LoadError::WorldMismatch {
+        detail: format!(
+            "by its exports it is `{}`, but an export has the wrong type (built against another WIT version?): {first:#}",
+            world.qualified(version)
+        ),
+        source: Some(first),
+    })
 }
 
 /// Pre-links for one world; fails when an export's type does not match it.

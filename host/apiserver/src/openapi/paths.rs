@@ -119,6 +119,231 @@ fn render(flavor: Flavor, op: Op<'_>) -> Value {
     out
 }
 
+/// Query parameters of create and update.
+const WRITE_QUERY: &[&str] = &["dryRun", "fieldManager", "fieldValidation"];
+/// Query parameters of patch.
+const PATCH_QUERY: &[&str] = &["dryRun", "fieldManager", "fieldValidation", "force"];
+/// Query parameters of list (and watch).
+const LIST_QUERY: &[&str] = &[
+    "allowWatchBookmarks",
+    "continue",
+    "fieldSelector",
+    "labelSelector",
+    "limit",
+    "resourceVersion",
+    "resourceVersionMatch",
+    "sendInitialEvents",
+    "timeoutSeconds",
+    "watch",
+];
+const DELETE_QUERY: &[&str] = &["dryRun", "propagationPolicy"];
+const DELETE_COLLECTION_QUERY: &[&str] = &["dryRun"];
+
+/// What every operation of one resource at one version shares.
+struct Resource<'a> {
+    def: &'a ResourceDef,
+    version: &'a str,
+    flavor: Flavor,
+    /// The collection's path (`.../namespaces/{namespace}/RESOURCE`).
+    base: String,
+    gvk: Value,
+    /// The kind's schema.
+    kind_ref: Value,
+    /// Media types a patch may use (no strategic merge for custom resources).
+    patch_types: Vec<&'static str>,
+}
+
+impl<'a> Resource<'a> {
+    fn new(def: &'a ResourceDef, version: &'a str, definition: &str, flavor: Flavor) -> Self {
+        let prefix = if def.group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{}/{version}", def.group)
+        };
+        let base = if def.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}", def.resource)
+        } else {
+            format!("{prefix}/{}", def.resource)
+        };
+        let mut patch_types = vec![
+            "application/json-patch+json",
+            "application/merge-patch+json",
+        ];
+        if !def.custom {
+            patch_types.push("application/strategic-merge-patch+json");
+        }
+        patch_types.push("application/apply-patch+yaml");
+        Resource {
+            def,
+            version,
+            flavor,
+            base,
+            gvk: json!({"group": def.group, "version": version, "kind": def.kind}),
+            kind_ref: schema_ref(flavor, definition),
+            patch_types,
+        }
+    }
+
+    fn can(&self, verb: &str) -> bool {
+        self.def.verbs.contains(&verb)
+    }
+
+    /// One operation, rendered. `verb` names it in the operation id, `suffix`
+    /// is the subresource's part of that id.
+    #[allow(clippy::too_many_arguments)]
+    fn op(
+        &self,
+        action: &'static str,
+        verb: &str,
+        suffix: &str,
+        query: &[&str],
+        body: Option<(Vec<&'static str>, Value)>,
+        response: &Value,
+        gvk: &Value,
+    ) -> Value {
+        let op = Op {
+            action,
+            id: op_id(verb, self.def, self.version, self.def.namespaced, suffix),
+            gvk: gvk.clone(),
+            query,
+            body,
+            response: response.clone(),
+        };
+        render(self.flavor, op)
+    }
+
+    /// A JSON or YAML body of `schema` (create, replace).
+    fn whole_body(schema: &Value) -> Option<(Vec<&'static str>, Value)> {
+        Some((JSON_TYPES.to_vec(), schema.clone()))
+    }
+
+    /// A patch body.
+    fn patch_body(&self) -> Option<(Vec<&'static str>, Value)> {
+        Some((self.patch_types.clone(), object()))
+    }
+
+    /// The `parameters` of a path: `name` (of an item) and `namespace`.
+    fn path_params(&self, with_name: bool) -> Value {
+        let mut p = Vec::new();
+        if with_name {
+            p.push(param(self.flavor, "name", "path", true));
+        }
+        if self.def.namespaced {
+            p.push(param(self.flavor, "namespace", "path", true));
+        }
+        Value::Array(p)
+    }
+
+    /// The collection: list, create, deletecollection.
+    fn collection(&self) -> (String, Value) {
+        let (kind_ref, gvk) = (&self.kind_ref, &self.gvk);
+        let mut m = Map::new();
+        m.insert("parameters".into(), self.path_params(false));
+        m.insert(
+            "get".into(),
+            self.op("list", "list", "", LIST_QUERY, None, &object(), gvk),
+        );
+        if self.can("create") {
+            let body = Self::whole_body(kind_ref);
+            m.insert(
+                "post".into(),
+                self.op("post", "create", "", WRITE_QUERY, body, kind_ref, gvk),
+            );
+        }
+        if self.can("deletecollection") {
+            m.insert(
+                "delete".into(),
+                self.op(
+                    "deletecollection",
+                    "deleteCollection",
+                    "",
+                    DELETE_COLLECTION_QUERY,
+                    None,
+                    &object(),
+                    gvk,
+                ),
+            );
+        }
+        (self.base.clone(), Value::Object(m))
+    }
+
+    /// One object: read, replace, patch, delete.
+    fn item(&self) -> (String, Value) {
+        let (kind_ref, gvk) = (&self.kind_ref, &self.gvk);
+        let mut m = Map::new();
+        m.insert("parameters".into(), self.path_params(true));
+        m.insert(
+            "get".into(),
+            self.op("get", "read", "", &[], None, kind_ref, gvk),
+        );
+        if self.can("update") {
+            let body = Self::whole_body(kind_ref);
+            m.insert(
+                "put".into(),
+                self.op("put", "replace", "", WRITE_QUERY, body, kind_ref, gvk),
+            );
+            m.insert(
+                "patch".into(),
+                self.op(
+                    "patch",
+                    "patch",
+                    "",
+                    PATCH_QUERY,
+                    self.patch_body(),
+                    kind_ref,
+                    gvk,
+                ),
+            );
+        }
+        if self.can("delete") {
+            m.insert(
+                "delete".into(),
+                self.op("delete", "delete", "", DELETE_QUERY, None, &object(), gvk),
+            );
+        }
+        (format!("{}/{{name}}", self.base), Value::Object(m))
+    }
+
+    /// A subresource (`status`, `scale`) of `schema`: read, replace, patch.
+    fn subresource(
+        &self,
+        name: &str,
+        suffix: &str,
+        schema: &Value,
+        gvk: &Value,
+    ) -> (String, Value) {
+        let mut m = Map::new();
+        m.insert("parameters".into(), self.path_params(true));
+        m.insert(
+            "get".into(),
+            self.op("get", "read", suffix, &[], None, schema, gvk),
+        );
+        let body = Self::whole_body(schema);
+        m.insert(
+            "put".into(),
+            self.op("put", "replace", suffix, WRITE_QUERY, body, schema, gvk),
+        );
+        m.insert(
+            "patch".into(),
+            self.op(
+                "patch",
+                "patch",
+                suffix,
+                PATCH_QUERY,
+                self.patch_body(),
+                schema,
+                gvk,
+            ),
+        );
+        (format!("{}/{{name}}/{name}", self.base), Value::Object(m))
+    }
+}
+
+/// The schema of a body or response that is any object.
+fn object() -> Value {
+    json!({"type": "object"})
+}
+
 /// The path items of one resource at one version; `definition` is the
 /// name of its kind's schema.
 pub fn items(
@@ -127,215 +352,14 @@ pub fn items(
     definition: &str,
     flavor: Flavor,
 ) -> Vec<(String, Value)> {
-    let prefix = if def.group.is_empty() {
-        format!("/api/{version}")
-    } else {
-        format!("/apis/{}/{version}", def.group)
-    };
-    let (base, ns) = if def.namespaced {
-        (
-            format!("{prefix}/namespaces/{{namespace}}/{}", def.resource),
-            true,
-        )
-    } else {
-        (format!("{prefix}/{}", def.resource), false)
-    };
-    let gvk = json!({"group": def.group, "version": version, "kind": def.kind});
-    let kind_ref = schema_ref(flavor, definition);
-    let object = json!({"type": "object"});
-    let mut patch_types = vec![
-        "application/json-patch+json",
-        "application/merge-patch+json",
-    ];
-    if !def.custom {
-        patch_types.push("application/strategic-merge-patch+json");
-    }
-    patch_types.push("application/apply-patch+yaml");
-    let write_q: &[&str] = &["dryRun", "fieldManager", "fieldValidation"];
-    let patch_q: &[&str] = &["dryRun", "fieldManager", "fieldValidation", "force"];
-    let list_q: &[&str] = &[
-        "allowWatchBookmarks",
-        "continue",
-        "fieldSelector",
-        "labelSelector",
-        "limit",
-        "resourceVersion",
-        "resourceVersionMatch",
-        "sendInitialEvents",
-        "timeoutSeconds",
-        "watch",
-    ];
-    let can = |v: &'static str| def.verbs.contains(&v);
-    let op = |action: &'static str,
-              verb: &str,
-              suffix: &str,
-              query,
-              body,
-              response: &Value,
-              gvk: &Value| Op {
-        action,
-        id: op_id(verb, def, version, ns, suffix),
-        gvk: gvk.clone(),
-        query,
-        body,
-        response: response.clone(),
-    };
-    let path_params = |with_name: bool| {
-        let mut p = Vec::new();
-        if with_name {
-            p.push(param(flavor, "name", "path", true));
-        }
-        if ns {
-            p.push(param(flavor, "namespace", "path", true));
-        }
-        Value::Array(p)
-    };
-    let mut out = Vec::new();
-
-    let mut collection = Map::new();
-    collection.insert("parameters".into(), path_params(false));
-    collection.insert(
-        "get".into(),
-        render(flavor, op("list", "list", "", list_q, None, &object, &gvk)),
-    );
-    if can("create") {
-        collection.insert(
-            "post".into(),
-            render(
-                flavor,
-                op(
-                    "post",
-                    "create",
-                    "",
-                    write_q,
-                    Some((JSON_TYPES.to_vec(), kind_ref.clone())),
-                    &kind_ref,
-                    &gvk,
-                ),
-            ),
-        );
-    }
-    if can("deletecollection") {
-        collection.insert(
-            "delete".into(),
-            render(
-                flavor,
-                op(
-                    "deletecollection",
-                    "deleteCollection",
-                    "",
-                    &["dryRun"],
-                    None,
-                    &object,
-                    &gvk,
-                ),
-            ),
-        );
-    }
-    out.push((base.clone(), Value::Object(collection)));
-
-    let mut item = Map::new();
-    item.insert("parameters".into(), path_params(true));
-    item.insert(
-        "get".into(),
-        render(flavor, op("get", "read", "", &[], None, &kind_ref, &gvk)),
-    );
-    if can("update") {
-        item.insert(
-            "put".into(),
-            render(
-                flavor,
-                op(
-                    "put",
-                    "replace",
-                    "",
-                    write_q,
-                    Some((JSON_TYPES.to_vec(), kind_ref.clone())),
-                    &kind_ref,
-                    &gvk,
-                ),
-            ),
-        );
-        item.insert(
-            "patch".into(),
-            render(
-                flavor,
-                op(
-                    "patch",
-                    "patch",
-                    "",
-                    patch_q,
-                    Some((patch_types.clone(), object.clone())),
-                    &kind_ref,
-                    &gvk,
-                ),
-            ),
-        );
-    }
-    if can("delete") {
-        item.insert(
-            "delete".into(),
-            render(
-                flavor,
-                op(
-                    "delete",
-                    "delete",
-                    "",
-                    &["dryRun", "propagationPolicy"],
-                    None,
-                    &object,
-                    &gvk,
-                ),
-            ),
-        );
-    }
-    out.push((format!("{base}/{{name}}"), Value::Object(item)));
-
-    let mut subresource = |name: &str, suffix: &str, schema: &Value, gvk: &Value| {
-        let mut sub = Map::new();
-        sub.insert("parameters".into(), path_params(true));
-        sub.insert(
-            "get".into(),
-            render(flavor, op("get", "read", suffix, &[], None, schema, gvk)),
-        );
-        sub.insert(
-            "put".into(),
-            render(
-                flavor,
-                op(
-                    "put",
-                    "replace",
-                    suffix,
-                    write_q,
-                    Some((JSON_TYPES.to_vec(), schema.clone())),
-                    schema,
-                    gvk,
-                ),
-            ),
-        );
-        sub.insert(
-            "patch".into(),
-            render(
-                flavor,
-                op(
-                    "patch",
-                    "patch",
-                    suffix,
-                    patch_q,
-                    Some((patch_types.clone(), object.clone())),
-                    schema,
-                    gvk,
-                ),
-            ),
-        );
-        out.push((format!("{base}/{{name}}/{name}"), Value::Object(sub)));
-    };
+    let r = Resource::new(def, version, definition, flavor);
+    let mut out = vec![r.collection(), r.item()];
     if def.status_subresource {
-        subresource("status", "Status", &kind_ref, &gvk);
+        out.push(r.subresource("status", "Status", &r.kind_ref, &r.gvk));
     }
     if def.scale.is_some() {
         let scale_gvk = json!({"group": "autoscaling", "version": "v1", "kind": "Scale"});
-        subresource("scale", "Scale", &schema_ref(flavor, SCALE), &scale_gvk);
+        out.push(r.subresource("scale", "Scale", &schema_ref(flavor, SCALE), &scale_gvk));
     }
     out
 }

@@ -73,6 +73,7 @@ fn pod_template(name: &str) -> Value {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // a table of objects, not logic
 fn realistic_objects_survive_protobuf() {
     let objects = vec![
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta("web"),

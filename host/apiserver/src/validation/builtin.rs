@@ -743,51 +743,14 @@ fn service(obj: &Value) -> Vec<Cause> {
     }
     let mut names = HashSet::new();
     for (i, p) in ports.iter().enumerate() {
-        let at = format!("spec.ports[{i}]");
-        match p
-            .get("name")
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty())
-        {
-            None if ports.len() > 1 => out.push(required(&format!("{at}.name"))),
-            None => {}
-            Some(n) => {
-                for m in objectmeta::dns1123_label(n) {
-                    out.push(invalid(&format!("{at}.name"), n, &m));
-                }
-                if !names.insert(n.to_string()) {
-                    out.push(cause(
-                        "FieldValueDuplicate",
-                        &format!("{at}.name"),
-                        format!("Duplicate value: {}", quote(n)),
-                    ));
-                }
-            }
-        }
-        let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
-        if !(1..=65535).contains(&port) {
-            out.push(invalid_raw(
-                &format!("{at}.port"),
-                &port.to_string(),
-                "must be between 1 and 65535, inclusive",
-            ));
-        }
-        protocol(p, &at, &mut out);
-        if let Some(t) = p.get("targetPort").and_then(Value::as_i64)
-            && !(1..=65535).contains(&t)
-        {
-            out.push(invalid_raw(
-                &format!("{at}.targetPort"),
-                &t.to_string(),
-                "must be between 1 and 65535, inclusive",
-            ));
-        }
-        if ty == "ClusterIP" && p.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0 {
-            out.push(forbidden(
-                &format!("{at}.nodePort"),
-                "may not be used when `type` is 'ClusterIP'",
-            ));
-        }
+        service_port(
+            p,
+            &format!("spec.ports[{i}]"),
+            ty,
+            ports.len(),
+            &mut names,
+            &mut out,
+        );
     }
     if let Some(sel) = obj.pointer("/spec/selector").and_then(Value::as_object) {
         out.extend(check_label_map(sel, "spec.selector"));
@@ -802,6 +765,62 @@ fn service(obj: &Value) -> Vec<Cause> {
         ));
     }
     out
+}
+
+/// One of a Service's `count` ports, `p` at `at`, of a Service of type `ty`;
+/// `names` collects the port names seen so far (they must be unique).
+fn service_port(
+    p: &Value,
+    at: &str,
+    ty: &str,
+    count: usize,
+    names: &mut HashSet<String>,
+    out: &mut Vec<Cause>,
+) {
+    match p
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+    {
+        None if count > 1 => out.push(required(&format!("{at}.name"))),
+        None => {}
+        Some(n) => {
+            for m in objectmeta::dns1123_label(n) {
+                out.push(invalid(&format!("{at}.name"), n, &m));
+            }
+            if !names.insert(n.to_string()) {
+                out.push(cause(
+                    "FieldValueDuplicate",
+                    &format!("{at}.name"),
+                    format!("Duplicate value: {}", quote(n)),
+                ));
+            }
+        }
+    }
+    let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+    if !(1..=65535).contains(&port) {
+        out.push(invalid_raw(
+            &format!("{at}.port"),
+            &port.to_string(),
+            "must be between 1 and 65535, inclusive",
+        ));
+    }
+    protocol(p, at, out);
+    if let Some(t) = p.get("targetPort").and_then(Value::as_i64)
+        && !(1..=65535).contains(&t)
+    {
+        out.push(invalid_raw(
+            &format!("{at}.targetPort"),
+            &t.to_string(),
+            "must be between 1 and 65535, inclusive",
+        ));
+    }
+    if ty == "ClusterIP" && p.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0 {
+        out.push(forbidden(
+            &format!("{at}.nodePort"),
+            "may not be used when `type` is 'ClusterIP'",
+        ));
+    }
 }
 
 #[cfg(test)]

@@ -234,10 +234,30 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
+/// Validates `v` against `schema` at `path`, recursing into items and
+/// properties: type first (a value of the wrong type gets no further causes),
+/// then enum, then the bounds of its kind.
 fn walk(v: &Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) {
     if v.is_null() && schema.get("nullable").and_then(Value::as_bool) == Some(true) {
         return;
     }
+    if !type_matches(v, schema, path, causes) {
+        return;
+    }
+    check_enum(v, schema, path, causes);
+    match v {
+        Value::Number(n) => check_number(v, n.as_f64().unwrap_or(0.0), schema, path, causes),
+        Value::String(s) => check_string(v, s, schema, path, causes),
+        Value::Array(items) => walk_array(items, schema, path, causes),
+        Value::Object(map) => walk_object(map, schema, path, causes),
+        _ => {}
+    }
+}
+
+/// The type check, `x-kubernetes-int-or-string` included. `false` when the
+/// walk stops here: the type is wrong, or the value is an int-or-string
+/// (nothing else of its schema applies).
+fn type_matches(v: &Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) -> bool {
     let int_or_string = schema
         .get("x-kubernetes-int-or-string")
         .and_then(Value::as_bool)
@@ -251,7 +271,7 @@ fn walk(v: &Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) {
                 format!("{path} in body must be of type int-or-string: \"{got}\""),
             ));
         }
-        return;
+        return false;
     }
     if let Some(t) = schema.get("type").and_then(Value::as_str) {
         let got = type_name(v);
@@ -262,9 +282,13 @@ fn walk(v: &Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) {
                 got,
                 format!("{path} in body must be of type {t}: \"{got}\""),
             ));
-            return;
+            return false;
         }
     }
+    true
+}
+
+fn check_enum(v: &Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) {
     if let Some(e) = schema.get("enum").and_then(Value::as_array)
         && !e.contains(v)
     {
@@ -278,90 +302,94 @@ fn walk(v: &Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) {
             ),
         });
     }
-    match v {
-        Value::Number(n) => {
-            let x = n.as_f64().unwrap_or(0.0);
-            if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
-                && x < min
-            {
-                causes.push(invalid(
-                    path,
-                    v,
-                    format!("{path} in body should be greater than or equal to {min}"),
-                ));
-            }
-            if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
-                && x > max
-            {
-                causes.push(invalid(
-                    path,
-                    v,
-                    format!("{path} in body should be less than or equal to {max}"),
-                ));
-            }
-        }
-        Value::String(s) => {
-            let len = s.chars().count() as u64;
-            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
-                && len < min
-            {
-                causes.push(invalid(
-                    path,
-                    v,
-                    format!("{path} in body should be at least {min} chars long"),
-                ));
-            }
-            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
-                && len > max
-            {
-                causes.push(Cause {
-                    reason: "FieldValueTooLong",
-                    field: path.to_string(),
-                    message: format!("Too long: may not be more than {max} bytes"),
-                });
-            }
-        }
-        Value::Array(items) => {
-            let n = items.len() as u64;
-            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
-                && n < min
-            {
-                causes.push(invalid(
-                    path,
-                    &Value::Null,
-                    format!("{path} in body should have at least {min} items"),
-                ));
-            }
-            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
-                && n > max
-            {
-                causes.push(Cause {
-                    reason: "FieldValueTooMany",
-                    field: path.to_string(),
-                    message: format!("Too many: {n}: must have at most {max} items"),
-                });
-            }
-            if let Some(item_schema) = schema.get("items") {
-                for (i, item) in items.iter().enumerate() {
-                    walk(item, item_schema, &format!("{path}[{i}]"), causes);
-                }
-            }
-        }
-        Value::Object(map) => {
-            let props = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-            for (k, child) in map {
-                let sub_path = join(path, k);
-                if let Some(sub) = props.and_then(|p| p.get(k)) {
-                    walk(child, sub, &sub_path, causes);
-                } else if let Some(add) = additional {
-                    walk(child, add, &sub_path, causes);
-                }
-            }
-            required(map, schema, path, causes);
-        }
-        _ => {}
+}
+
+/// `minimum` and `maximum` of a number `x` (the value `v`).
+fn check_number(v: &Value, x: f64, schema: &Value, path: &str, causes: &mut Vec<Cause>) {
+    if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+        && x < min
+    {
+        causes.push(invalid(
+            path,
+            v,
+            format!("{path} in body should be greater than or equal to {min}"),
+        ));
     }
+    if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+        && x > max
+    {
+        causes.push(invalid(
+            path,
+            v,
+            format!("{path} in body should be less than or equal to {max}"),
+        ));
+    }
+}
+
+/// `minLength` and `maxLength` of a string `s` (the value `v`), in characters.
+fn check_string(v: &Value, s: &str, schema: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let len = s.chars().count() as u64;
+    if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+        && len < min
+    {
+        causes.push(invalid(
+            path,
+            v,
+            format!("{path} in body should be at least {min} chars long"),
+        ));
+    }
+    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+        && len > max
+    {
+        causes.push(Cause {
+            reason: "FieldValueTooLong",
+            field: path.to_string(),
+            message: format!("Too long: may not be more than {max} bytes"),
+        });
+    }
+}
+
+/// `minItems` and `maxItems`, then each item against `items`.
+fn walk_array(items: &[Value], schema: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let n = items.len() as u64;
+    if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+        && n < min
+    {
+        causes.push(invalid(
+            path,
+            &Value::Null,
+            format!("{path} in body should have at least {min} items"),
+        ));
+    }
+    if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+        && n > max
+    {
+        causes.push(Cause {
+            reason: "FieldValueTooMany",
+            field: path.to_string(),
+            message: format!("Too many: {n}: must have at most {max} items"),
+        });
+    }
+    if let Some(item_schema) = schema.get("items") {
+        for (i, item) in items.iter().enumerate() {
+            walk(item, item_schema, &format!("{path}[{i}]"), causes);
+        }
+    }
+}
+
+/// Each field against its property (or `additionalProperties`), then `required`.
+fn walk_object(map: &Map<String, Value>, schema: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let props = schema.get("properties").and_then(Value::as_object);
+    let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+    for (k, child) in map {
+        let sub_path = join(path, k);
+        if let Some(sub) = props.and_then(|p| p.get(k)) {
+            walk(child, sub, &sub_path, causes);
+        } else if let Some(add) = additional {
+            walk(child, add, &sub_path, causes);
+        }
+    }
+    required(map, schema, path, causes);
 }
 
 #[cfg(test)]

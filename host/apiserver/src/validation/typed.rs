@@ -278,7 +278,7 @@ struct Walker<'a> {
     fill: bool,
 }
 
-impl Walker<'_> {
+impl<'a> Walker<'a> {
     fn type_error(&mut self, what: String, s: &Value, ctx: &Ctx) {
         if self.out.error.is_some() {
             return;
@@ -296,63 +296,89 @@ impl Walker<'_> {
         self.out.error = Some(msg);
     }
 
+    /// Decodes `v` as Go would into the type `schema` describes: resolves a
+    /// `$ref`, then `oneOf`, int-or-string or the declared type.
     fn walk(&mut self, v: &mut Value, schema: &Value, ctx: &mut Ctx) {
-        let mut s = schema;
-        let mut def_name = None;
-        if let Some(r) = s.get("$ref").and_then(Value::as_str) {
-            let name = r.rsplit('/').next().unwrap_or_default();
-            if is_free_form(name) {
-                return;
-            }
-            match self.defs.get(name) {
-                Some(d) => {
-                    def_name = Some(name);
-                    s = d;
-                }
-                None => return,
-            }
-        }
+        let Some((s, def_name)) = self.resolve(schema) else {
+            return;
+        };
         if v.is_null() {
             return;
         }
         if let Some(alts) = s.get("oneOf").and_then(Value::as_array) {
-            // JSONSchemaPropsOrArray / OrBool: the branch of the value's type.
-            let pick = alts.iter().find(|a| {
-                let t = a.get("type").and_then(Value::as_str);
-                match v {
-                    Value::Array(_) => t == Some("array"),
-                    Value::Bool(_) => t == Some("boolean"),
-                    _ => a.get("$ref").is_some(),
-                }
-            });
-            if let Some(a) = pick {
-                self.walk(v, a, ctx);
+            self.one_of(v, alts, ctx);
+        } else if s.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true) {
+            self.int_or_string(v, schema, def_name, ctx);
+        } else {
+            self.typed(v, schema, s, def_name, ctx);
+        }
+    }
+
+    /// The schema behind a `$ref` and its definition's name; `None` when the
+    /// walk stops (free-form JSON, or a definition this document lacks).
+    fn resolve<'s>(&self, schema: &'s Value) -> Option<(&'s Value, Option<&'s str>)>
+    where
+        'a: 's,
+    {
+        let Some(r) = schema.get("$ref").and_then(Value::as_str) else {
+            return Some((schema, None));
+        };
+        let name = r.rsplit('/').next().unwrap_or_default();
+        if is_free_form(name) {
+            return None;
+        }
+        self.defs.get(name).map(|d| (d, Some(name)))
+    }
+
+    /// JSONSchemaPropsOrArray / OrBool: the branch of the value's type.
+    fn one_of(&mut self, v: &mut Value, alts: &[Value], ctx: &mut Ctx) {
+        let pick = alts.iter().find(|a| {
+            let t = a.get("type").and_then(Value::as_str);
+            match v {
+                Value::Array(_) => t == Some("array"),
+                Value::Bool(_) => t == Some("boolean"),
+                _ => a.get("$ref").is_some(),
             }
+        });
+        if let Some(a) = pick {
+            self.walk(v, a, ctx);
+        }
+    }
+
+    /// `x-kubernetes-int-or-string` (IntOrString, Quantity): a string, or an
+    /// integer (any number for a Quantity, whose text must parse).
+    fn int_or_string(&mut self, v: &Value, schema: &Value, def_name: Option<&str>, ctx: &Ctx) {
+        let quantity = def_name.is_some_and(|d| short_name(d) == "Quantity");
+        if quantity
+            && let Value::String(q) = v
+            && !is_quantity(q)
+            && self.out.error.is_none()
+        {
+            self.out.error = Some(
+                "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'".into(),
+            );
             return;
         }
-        if s.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true) {
-            let quantity = def_name.is_some_and(|d| short_name(d) == "Quantity");
-            if quantity
-                && let Value::String(q) = &*v
-                && !is_quantity(q)
-                && self.out.error.is_none()
-            {
-                self.out.error = Some(
-                    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'".into(),
-                );
-                return;
-            }
-            let ok = match v {
-                Value::String(_) => true,
-                Value::Number(n) => quantity || n.is_i64() || n.is_u64(),
-                _ => false,
-            };
-            if !ok {
-                let shown = schema_with_ref(schema);
-                self.type_error(go_value(v).into(), &shown, ctx);
-            }
-            return;
+        let ok = match v {
+            Value::String(_) => true,
+            Value::Number(n) => quantity || n.is_i64() || n.is_u64(),
+            _ => false,
+        };
+        if !ok {
+            let shown = schema_with_ref(schema);
+            self.type_error(go_value(v).into(), &shown, ctx);
         }
+    }
+
+    /// A value against its declared `type` (`s`, resolved from `schema`).
+    fn typed(
+        &mut self,
+        v: &mut Value,
+        schema: &Value,
+        s: &Value,
+        def_name: Option<&str>,
+        ctx: &mut Ctx,
+    ) {
         let shown = schema_with_ref(schema);
         match (s.get("type").and_then(Value::as_str), &mut *v) {
             (Some("integer"), Value::Number(n)) => {
@@ -376,38 +402,56 @@ impl Walker<'_> {
             }
             (Some("array"), Value::Array(items)) => {
                 if let Some(item) = s.get("items") {
-                    let base = ctx.path.clone();
-                    for (i, it) in items.iter_mut().enumerate() {
-                        ctx.path = format!("{base}[{i}]");
-                        self.walk(it, item, ctx);
-                    }
-                    ctx.path = base;
+                    self.each(items.iter_mut().enumerate(), item, ctx, |base, i| {
+                        format!("{base}[{i}]")
+                    });
                 }
             }
-            (Some("object") | None, Value::Object(map)) => {
-                if let Some(props) = s.get("properties").and_then(Value::as_object) {
-                    let strukt = def_name.map_or(ctx.strukt.clone(), |d| short_name(d).into());
-                    self.object(map, props, &strukt, ctx);
-                    if let Some(d) = def_name {
-                        super::go_json::drop_omitted(d, map);
-                        if self.fill {
-                            super::go_json::fill_written(d, map, self.defs);
-                        }
-                    }
-                } else if let Some(add) = s.get("additionalProperties").filter(|a| a.is_object()) {
-                    let base = ctx.path.clone();
-                    for (k, child) in map.iter_mut() {
-                        ctx.path = join(&base, k);
-                        self.walk(child, add, ctx);
-                    }
-                    ctx.path = base;
-                }
-            }
+            (Some("object") | None, Value::Object(map)) => self.object_value(map, s, def_name, ctx),
             (None, _) => {}
             (Some(_), other) => {
                 let what = go_value(other).to_string();
                 self.type_error(what, &shown, ctx);
             }
+        }
+    }
+
+    /// Walks each `(key, child)` against `schema`, at the path `at(base, key)`.
+    fn each<'v, K>(
+        &mut self,
+        children: impl Iterator<Item = (K, &'v mut Value)>,
+        schema: &Value,
+        ctx: &mut Ctx,
+        at: impl Fn(&str, K) -> String,
+    ) {
+        let base = ctx.path.clone();
+        for (k, child) in children {
+            ctx.path = at(&base, k);
+            self.walk(child, schema, ctx);
+        }
+        ctx.path = base;
+    }
+
+    /// A JSON object: a struct (`properties`; Go's omitempty and, with
+    /// `fill`, what Go always writes) or a map (`additionalProperties`).
+    fn object_value(
+        &mut self,
+        map: &mut Map<String, Value>,
+        s: &Value,
+        def_name: Option<&str>,
+        ctx: &mut Ctx,
+    ) {
+        if let Some(props) = s.get("properties").and_then(Value::as_object) {
+            let strukt = def_name.map_or(ctx.strukt.clone(), |d| short_name(d).into());
+            self.object(map, props, &strukt, ctx);
+            if let Some(d) = def_name {
+                super::go_json::drop_omitted(d, map);
+                if self.fill {
+                    super::go_json::fill_written(d, map, self.defs);
+                }
+            }
+        } else if let Some(add) = s.get("additionalProperties").filter(|a| a.is_object()) {
+            self.each(map.iter_mut(), add, ctx, |base, k: &String| join(base, k));
         }
     }
 

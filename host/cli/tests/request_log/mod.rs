@@ -52,6 +52,8 @@ pub fn cluster_with_log(dir: &Path) -> Result<Cluster> {
             _proc: None,
         });
     }
+    // A thread that ran a real-cluster test before must not keep its namespace.
+    set_test_ns("");
     let (proc, kubeconfig, url) = apiserver_with_log(dir)?;
     Ok(Cluster {
         kubeconfig,

@@ -5,11 +5,12 @@
 
 #![allow(dead_code)]
 
+use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, mpsc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -20,19 +21,25 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_wasm-reconciler");
 /// other tests install StaticSite kinds under other groups.
 pub const SITE_RESOURCE: &str = "staticsites.examples.wasm-reconciler.dev";
 
-/// The namespace of the example and of the Lease: `default` on the embedded
-/// server, a namespace of the test's own on the shared real cluster.
-static TEST_NS: Mutex<String> = Mutex::new(String::new());
+thread_local! {
+    /// The namespace of the example and of the Lease: `default` on the
+    /// embedded server, a namespace of the test's own on the shared real
+    /// cluster. Per thread: the tests of all files share one binary and run
+    /// in parallel, each on its own thread (libtest's), and these tests call
+    /// it from that thread.
+    static TEST_NS: RefCell<String> = const { RefCell::new(String::new()) };
+}
 
 /// See [`TEST_NS`].
 pub fn test_ns() -> String {
-    let ns = TEST_NS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let ns = TEST_NS.with_borrow(Clone::clone);
     if ns.is_empty() { "default".into() } else { ns }
 }
 
-/// Sets [`TEST_NS`] (the real-cluster fixture of `request_log` does).
+/// Sets [`TEST_NS`] for this test (the cluster fixture of `request_log`
+/// does; an empty name means `default`).
 pub fn set_test_ns(ns: &str) {
-    *TEST_NS.lock().unwrap_or_else(|e| e.into_inner()) = ns.to_string();
+    TEST_NS.with_borrow_mut(|n| *n = ns.to_string());
 }
 
 /// A child process killed on drop.
