@@ -4,13 +4,23 @@
 //! of 48 bytes plus the key per parent, dropped when the parent goes or the
 //! pass stops being quiet; a new controller (spec or config change) starts
 //! empty.
+//!
+//! Also the echo a status-only write awaits (rule 13.4): a pass whose only
+//! write was the parent's status cannot record its inputs (the status it wrote
+//! is an input), and the echo of the host's own status write triggers nothing
+//! by itself (`controller::status_drifted`). So that write marks the parent,
+//! and its echo queues one more pass, which calls the plugin on the status as
+//! written and records the inputs if it needs no write — instead of leaving
+//! the parent unmemoised until the next resync.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wr_runtime::PluginInfo;
 
+use crate::controller::ControllerStats;
 use crate::decide::memo::{InputsHash, Memoize, memoisable};
 use crate::queue::ObjectKey;
 
@@ -21,9 +31,24 @@ use crate::queue::ObjectKey;
 /// changing from holding the status back.
 pub(crate) const MAX_DEFERRALS: u8 = 3;
 
+/// How many status-only writes of one parent in a row (without a quiet pass
+/// between them) may have their echo trigger another pass. A plugin whose
+/// status settles (a state machine walking a few phases, a status derived
+/// from the one it reads) gets there; one whose status changes on every
+/// call (a counter) is held to this many passes, then the resync period.
+pub(crate) const MAX_ECHO_PASSES: u8 = 3;
+
 /// The parent generation (uid, generation) whose status write was deferred,
 /// and how many times.
 type Deferred = (String, Option<i64>, u8);
+
+/// Status-only writes since the parent's last quiet pass, and whether the
+/// echo of the last one is still awaited.
+#[derive(Debug, Default, Clone, Copy)]
+struct Echo {
+    streak: u8,
+    awaited: bool,
+}
 
 /// What a quiet pass left for the next one.
 #[derive(Debug, Clone, Copy)]
@@ -40,16 +65,32 @@ pub(crate) struct MemoTable {
     /// Per parent: the (uid, generation) whose status write was deferred
     /// ([`crate::decide::converge`]) and how many times.
     deferred: Mutex<HashMap<ObjectKey, Deferred>>,
+    /// Per parent: status-only writes awaiting a quiet pass (rule 13.4).
+    echoes: Mutex<HashMap<ObjectKey, Echo>>,
+    /// Where the number of entries is published (`memo_entries`).
+    stats: Arc<ControllerStats>,
 }
 
 impl MemoTable {
-    /// An empty table applying `policy` (`spec.plugin.memoize`).
-    pub fn new(policy: Memoize) -> Self {
+    /// An empty table applying `policy` (`spec.plugin.memoize`), publishing
+    /// its size in `stats.memo_entries`.
+    pub fn new(policy: Memoize, stats: Arc<ControllerStats>) -> Self {
         MemoTable {
             policy,
             last: Mutex::default(),
             deferred: Mutex::default(),
+            echoes: Mutex::default(),
+            stats,
         }
+    }
+
+    fn echoes(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Echo>> {
+        self.echoes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Publishes the table's size (a gauge: parents a resync would skip).
+    fn publish(&self, len: usize) {
+        self.stats.memo_entries.store(len as u64, Ordering::Relaxed);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Entry>> {
@@ -66,20 +107,28 @@ impl MemoTable {
         self.lock().get(key).map(|e| (e.inputs, e.requeue_after))
     }
 
-    /// Records the inputs of a quiet pass of `key`.
+    /// Records the inputs of a quiet pass of `key` (which also ends its
+    /// streak of status-only writes).
     pub fn record(&self, key: &ObjectKey, inputs: InputsHash, requeue_after: Option<Duration>) {
-        self.lock().insert(
+        let mut m = self.lock();
+        m.insert(
             key.clone(),
             Entry {
                 inputs,
                 requeue_after,
             },
         );
+        self.publish(m.len());
+        drop(m);
+        self.echoes().remove(key);
     }
 
     /// Forgets `key`'s recorded inputs (the pass was not quiet or failed).
     pub fn forget(&self, key: &ObjectKey) {
-        self.lock().remove(key);
+        let mut m = self.lock();
+        if m.remove(key).is_some() {
+            self.publish(m.len());
+        }
     }
 
     /// Forgets everything about `key` (the parent is gone).
@@ -89,6 +138,41 @@ impl MemoTable {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
+        self.echoes().remove(key);
+    }
+
+    /// Rule 13.4, before a status-only write of `key` is sent: true (and
+    /// the echo is awaited) unless [`MAX_ECHO_PASSES`] status-only writes
+    /// in a row already had theirs. Marked before the write because its
+    /// watch echo may arrive before the response.
+    pub fn await_echo(&self, key: &ObjectKey) -> bool {
+        let mut m = self.echoes();
+        let e = m.entry(key.clone()).or_default();
+        if e.streak >= MAX_ECHO_PASSES {
+            return false;
+        }
+        e.streak += 1;
+        e.awaited = true;
+        true
+    }
+
+    /// The awaited write did not happen (refused, conflict, already right):
+    /// no echo is coming, and it does not count towards the streak.
+    pub fn echo_cancelled(&self, key: &ObjectKey) {
+        if let Some(e) = self.echoes().get_mut(key)
+            && e.awaited
+        {
+            e.awaited = false;
+            e.streak = e.streak.saturating_sub(1);
+        }
+    }
+
+    /// A status change of `key` arrived in the parent cache: true once per
+    /// awaited echo (the caller queues the pass that may record the memo).
+    pub fn echo_arrived(&self, key: &ObjectKey) -> bool {
+        self.echoes()
+            .get_mut(key)
+            .is_some_and(|e| std::mem::take(&mut e.awaited))
     }
 
     /// True for the first [`MAX_DEFERRALS`] times it is asked for `key` at
@@ -109,12 +193,6 @@ impl MemoTable {
         e.2 += 1;
         true
     }
-
-    /// Parents with a recorded hash.
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
 }
 
 #[cfg(test)]
@@ -123,7 +201,9 @@ mod tests {
 
     #[test]
     fn one_entry_per_parent_dropped_when_forgotten() {
-        let t = MemoTable::new(Memoize::Always);
+        let stats = Arc::new(ControllerStats::default());
+        let t = MemoTable::new(Memoize::Always, stats.clone());
+        let len = || stats.memo_entries.load(Ordering::Relaxed);
         let k = ObjectKey {
             namespace: Some("ns".into()),
             name: "p".into(),
@@ -131,16 +211,66 @@ mod tests {
         let (a, b) = (InputsHash([1; 32]), InputsHash([2; 32]));
         t.record(&k, a, None);
         t.record(&k, b, Some(Duration::from_secs(5)));
-        assert_eq!(t.len(), 1);
+        assert_eq!(len(), 1);
         assert_eq!(t.last(&k).map(|l| l.0), Some(b));
         t.forget(&k);
-        assert_eq!(t.len(), 0);
+        assert_eq!(len(), 0);
         assert!(t.last(&k).is_none());
+        t.record(&k, a, None);
+        t.forget_parent(&k);
+        assert_eq!(len(), 0, "gone with the parent");
+    }
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey {
+            namespace: Some("ns".into()),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn rule13_4_a_status_only_writes_echo_queues_one_pass() {
+        let t = MemoTable::new(Memoize::Auto, Arc::default());
+        let (k, other) = (key("p"), key("q"));
+        assert!(!t.echo_arrived(&k), "nothing awaited");
+        assert!(t.await_echo(&k));
+        assert!(!t.echo_arrived(&other), "per parent");
+        assert!(t.echo_arrived(&k), "the echo queues a pass");
+        assert!(!t.echo_arrived(&k), "once");
+        // A write that did not happen awaits nothing.
+        assert!(t.await_echo(&k));
+        t.echo_cancelled(&k);
+        assert!(!t.echo_arrived(&k));
+    }
+
+    #[test]
+    fn rule13_4_a_status_that_never_settles_gets_a_bounded_number_of_echo_passes() {
+        let t = MemoTable::new(Memoize::Auto, Arc::default());
+        let k = key("p");
+        for _ in 0..MAX_ECHO_PASSES {
+            assert!(t.await_echo(&k));
+            assert!(t.echo_arrived(&k));
+        }
+        assert!(!t.await_echo(&k), "bounded while no pass is quiet");
+        assert!(!t.echo_arrived(&k));
+        // A cancelled write does not use up the bound.
+        let c = key("c");
+        for _ in 0..MAX_ECHO_PASSES + 2 {
+            assert!(t.await_echo(&c));
+            t.echo_cancelled(&c);
+        }
+        // A quiet pass ends the streak.
+        t.record(&k, InputsHash([1; 32]), None);
+        assert!(t.await_echo(&k), "a new streak after a quiet pass");
+        t.forget_parent(&k);
+        for _ in 0..MAX_ECHO_PASSES {
+            assert!(t.await_echo(&k), "forgotten with the parent");
+        }
     }
 
     #[test]
     fn a_status_write_is_deferred_a_bounded_number_of_times_per_generation() {
-        let t = MemoTable::new(Memoize::Auto);
+        let t = MemoTable::new(Memoize::Auto, Arc::default());
         let k = ObjectKey {
             namespace: None,
             name: "p".into(),

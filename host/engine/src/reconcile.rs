@@ -598,7 +598,14 @@ async fn execute_answer(
                 "children changed; the status is written by the pass their watch events trigger"
             );
         } else {
-            status_unchanged = !write_status(ctl, key, api, parent, update).await?;
+            // Rule 13.4: the echo of a status-only write queues the pass
+            // that may record the memo (marked before the write is sent).
+            let echo = memo::awaits_echo(memo, a, problems.is_empty()) && ctl.memo.await_echo(key);
+            let written = write_status(ctl, key, api, parent, update).await;
+            if echo && !matches!(written, Ok(true)) {
+                ctl.memo.echo_cancelled(key);
+            }
+            status_unchanged = !written?;
         }
     }
     match memo {

@@ -660,7 +660,21 @@ pub async fn run_variant(
     };
 
     // 4. resync in the running process: every parent enqueued once on the
-    // converged fleet (the host memoises: no plugin call, no write).
+    // converged fleet (the host memoises: no plugin call, no write). First
+    // the controller goes idle: passes that write nothing (the tamper's
+    // last passes, the host's memo passes) make no watch event, so "quiet"
+    // above does not mean they are done; a resync enqueued while they are
+    // queued would coalesce with them and count their calls.
+    let idle_since = Instant::now();
+    let mut last = c.count()?;
+    let mut still = Instant::now();
+    while still.elapsed() < Duration::from_secs(1) && idle_since.elapsed() < LONG {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = c.count()?;
+        if now != last {
+            (last, still) = (now, Instant::now());
+        }
+    }
     let m = Meter::begin(&mut c, &cluster).await?;
     let target = m.reconciles + n as u64;
     c.ctl.ask("resync")?;

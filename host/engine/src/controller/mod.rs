@@ -253,6 +253,7 @@ pub(crate) async fn start(
 ) -> Result<ControllerHandle, StartError> {
     let target = Target::resolve(client, name, spec).await?;
     let (epoch, gone) = Epoch::new(plugin);
+    let stats = Arc::<ControllerStats>::default();
     let ctl = Arc::new(Controller {
         client: client.clone(),
         parent_cache: caches.get(&target.parent.ar),
@@ -274,13 +275,13 @@ pub(crate) async fn start(
         permanent: Mutex::default(),
         health: Mutex::default(),
         status_seen: crate::status::StatusMemory::default(),
-        stats: Arc::default(),
+        stats: stats.clone(),
         observer: settings.observer.clone(),
         status_rejections: Mutex::default(),
         nudge: settings.nudge.clone(),
         selections: Default::default(),
         recorder: settings.recorder.clone(),
-        memo: crate::memo::MemoTable::new(spec.plugin.memoize),
+        memo: crate::memo::MemoTable::new(spec.plugin.memoize, stats),
         own_writes: Default::default(),
         candidate: RwLock::new(settings.candidate.clone()),
         target,
@@ -449,6 +450,16 @@ pub(crate) fn status_drifted(c: &Controller, ch: &Change<'_>) -> bool {
     c.status_seen.matches(&key_of(n), now) != Some(true)
 }
 
+/// True for the echo of a status-only write that awaits one more pass
+/// (rule 13.4, [`crate::memo::MemoTable::await_echo`]): the pass that calls
+/// the plugin on the status as written, and records the memo if it is quiet.
+fn own_status_echo(c: &Controller, ch: &Change<'_>) -> bool {
+    let (Some(o), Some(n)) = (ch.old, ch.new) else {
+        return false;
+    };
+    o.data.get("status") != n.data.get("status") && c.memo.echo_arrived(&key_of(n))
+}
+
 fn subscribe(ctl: &Arc<Controller>) -> Vec<Subscription> {
     let mut subs = Vec::new();
     if let Some(obs) = ctl.observer.clone() {
@@ -464,7 +475,9 @@ fn subscribe(ctl: &Arc<Controller>) -> Vec<Subscription> {
     let weak = Arc::downgrade(ctl);
     subs.push(ctl.parent_cache.subscribe(move |ch| {
         let Some(c) = weak.upgrade() else { return };
-        if !parent_change_matters(ch) && !status_drifted(&c, ch) {
+        // First: an awaited echo is taken whatever else triggers the pass.
+        let echo = own_status_echo(&c, ch);
+        if !echo && !parent_change_matters(ch) && !status_drifted(&c, ch) {
             return;
         }
         // Decorator mode: an object that neither was nor is selected has

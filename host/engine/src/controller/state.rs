@@ -46,6 +46,9 @@ pub struct ControllerStats {
     /// Reconciles that skipped the plugin call and every write because the
     /// inputs equalled the last quiet pass's (rule 13, `crate::decide::memo`).
     pub memoised: AtomicU64,
+    /// Parents with a recorded memo entry now (a gauge): those whose next
+    /// reconcile skips the plugin if nothing changed (`crate::memo`).
+    pub memo_entries: AtomicU64,
 }
 
 /// A callback that makes the manager sync one WasmController.

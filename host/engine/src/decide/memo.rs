@@ -21,6 +21,17 @@
 //!    deleted or orphaned child changes the observed children, a rewritten
 //!    status changes the parent, so either misses and the plugin is called.
 //!
+//! 4. a pass whose *only* write is the parent's status cannot record its
+//!    inputs (the status is one of them, and it just changed), and the echo
+//!    of the host's own status write triggers no pass by itself. So such a
+//!    pass ([`awaits_echo`]) has its echo queue one more pass, which calls the
+//!    plugin on the status as written — the plugin is really asked, nothing
+//!    is assumed about whether it reads its status — and records its inputs
+//!    if it needs no write. Without it a parent whose last pass wrote only
+//!    the status (typically the pass rule 14 left the status to) stays
+//!    unmemoised until the next resync, which then calls the plugin. At most
+//!    `crate::memo::MAX_ECHO_PASSES` such writes in a row per parent.
+//!
 //! Pure functions only; the per-parent table lives in `crate::memo`.
 
 use serde::{Deserialize, Serialize};
@@ -120,6 +131,13 @@ pub fn quiet(answer: &Answer, status_unchanged: bool) -> bool {
             .children
             .iter()
             .all(|c| matches!(c.action, ChildAction::Unchanged | ChildAction::Left))
+}
+
+/// Rule 13.4: a pass of a memoisable plugin (`memo` is [`MemoCheck::Call`])
+/// that met no problem and would be quiet but for its status write: the echo
+/// of that write should queue one more pass, which may record the memo.
+pub fn awaits_echo(memo: MemoCheck, answer: &Answer, no_problems: bool) -> bool {
+    matches!(memo, MemoCheck::Call(_)) && no_problems && quiet(answer, true)
 }
 
 /// What the reconcile does about memoisation, decided before the call.
@@ -280,6 +298,26 @@ mod tests {
             label: "ConfigMap old".into(),
         });
         assert!(!quiet(&deletes, true), "a child to delete");
+    }
+
+    #[test]
+    fn rule13_4_only_a_status_only_write_of_a_memoisable_plugin_awaits_its_echo() {
+        use ChildAction::*;
+        let call = MemoCheck::Call(inputs_hash("sha256:a", &req()));
+        let status_only = answer(vec![Unchanged, Left]);
+        assert!(awaits_echo(call, &status_only, true));
+        assert!(
+            !awaits_echo(MemoCheck::Off, &status_only, true),
+            "not memoisable: nothing to record"
+        );
+        assert!(!awaits_echo(call, &status_only, false), "a problem");
+        assert!(
+            !awaits_echo(call, &answer(vec![Unchanged, Apply]), true),
+            "a child write: its own watch event brings the next pass"
+        );
+        let mut deleting = answer(vec![Unchanged]);
+        deleting.deleting = true;
+        assert!(!awaits_echo(call, &deleting, true), "finalizing");
     }
 
     #[test]
