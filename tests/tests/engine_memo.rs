@@ -389,7 +389,7 @@ async fn parents_whose_last_pass_wrote_only_status_are_memoised_before_any_resyn
     );
     env.manager()
         .context("manager running")?
-        .requeue_all()
+        .requeue_matching(|_| true)
         .await;
     eventually("every parent reconciled once more", 30, || async {
         (s.reconciles.load(Ordering::SeqCst) >= rec0 + n as u64).then_some(())
