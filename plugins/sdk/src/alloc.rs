@@ -110,7 +110,7 @@ fn grow(pages: usize) -> Option<usize> {
     #[allow(unsafe_code)]
     // SAFETY: the layout has a non-zero size. Leaked on purpose (tests only).
     let region = unsafe { std::alloc::alloc(layout) };
-    (!region.is_null()).then(|| region as usize / PAGE)
+    (!region.is_null()).then_some(region as usize / PAGE)
 }
 
 // SAFETY (the whole impl): every block handed out is a fresh, aligned range
