@@ -392,3 +392,40 @@ async fn calls_beyond_the_instance_pool_wait_for_a_slot() {
         );
     }
 }
+
+/// An abandoned call (its reconcile cancelled by shutdown, a lost lease or a
+/// caller's own timeout) is aborted on the runtime's call pool and frees its
+/// instance slot: with one slot, a looping call with a 600 s budget is
+/// dropped, and the next call gets the slot instead of waiting out that
+/// budget. (Calls run on a pool task since issue 15; without aborting it on
+/// drop, the loop would keep the slot for the whole budget.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_call_frees_its_instance_slot() {
+    let rt = PluginRuntime::new(RuntimeConfig {
+        cache_dir: None,
+        max_instances: 1,
+        max_memory_bytes: 128 << 20,
+    })
+    .unwrap();
+    let bad = rt.load(&plugin_bytes("adversarial")).unwrap();
+    let good = rt.load(&plugin_bytes("static-site")).unwrap();
+    let for_ages = CallLimits {
+        timeout: Duration::from_secs(600),
+        ..limits()
+    };
+    let looping = request(json!({"mode": "loop"}));
+    // Drop the looping call once it runs (it cannot finish on its own).
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(300),
+        bad.reconcile(&looping, &for_ages),
+    )
+    .await;
+    assert!(
+        abandoned.is_err(),
+        "the looping call returned: {abandoned:?}"
+    );
+    // A bound so that a slot still held fails the test instead of hanging it.
+    tokio::time::timeout(Duration::from_secs(120), assert_good_plugin_works(&good))
+        .await
+        .expect("the abandoned call still holds the only instance slot");
+}

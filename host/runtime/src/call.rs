@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use crate::CallLimits;
-use crate::bindings::{self, Op, OpResult, WorldPre};
+use crate::bindings::{self, Op, OpResult, WireRequest, WorldPre};
 use crate::contract::PluginInfo;
 use crate::error::{CallError, FaultKind};
 use crate::sandbox::{self, HostState};
-use crate::types::{CustomizeRequest, ReconcileRequest, ReconcileResponse, RelatedSelector};
+use crate::types::{CustomizeRequest, ReconcileResponse, RelatedSelector};
 
 /// Where the time of one call went; for benches and debug logs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -24,18 +24,15 @@ pub struct CallTimings {
     pub memory_bytes: usize,
 }
 
-/// One `reconcile` call: the request is lowered into the plugin's contract
-/// version, the response lifted back, capped and parsed.
+/// One `reconcile` call: the request, already lowered into the plugin's
+/// contract version (`bindings::wire_request`), goes in; the response is
+/// lifted back, capped and parsed.
 pub(crate) async fn run(
     pre: &WorldPre,
     memory_cap: usize,
-    req: &ReconcileRequest,
+    wire: WireRequest,
     limits: &CallLimits,
 ) -> (Result<ReconcileResponse, CallError>, CallTimings) {
-    let wire = match bindings::wire_request(pre.contract(), req) {
-        Ok(r) => r,
-        Err(e) => return (Err(e), CallTimings::default()),
-    };
     let (outcome, mut timings) = run_op(pre, memory_cap, &Op::Reconcile(wire), limits).await;
     let lifted = Instant::now();
     let result = match outcome {
@@ -73,14 +70,19 @@ pub(crate) async fn info(
     }
 }
 
-/// Calls `customize` in a fresh instance under `limits`.
+/// The `customize` request lowered for the wire (owned, so it can move to
+/// the call pool).
+pub(crate) fn customize_op(req: &CustomizeRequest) -> Result<Op, CallError> {
+    Ok(Op::Customize(bindings::v0_2::customize_request(req)?))
+}
+
+/// Calls `customize` (an op made by [`customize_op`]) in a fresh instance under `limits`.
 pub(crate) async fn customize(
     pre: &WorldPre,
     memory_cap: usize,
-    req: &CustomizeRequest,
+    op: Op,
     limits: &CallLimits,
 ) -> Result<Vec<RelatedSelector>, CallError> {
-    let op = Op::Customize(bindings::v0_2::customize_request(req)?);
     match run_op(pre, memory_cap, &op, limits).await.0? {
         OpResult::Customize(result) => result,
         _ => Err(unexpected()),
@@ -109,11 +111,14 @@ async fn run_op(
     store.limiter(|state| state);
     // Cooperative time slicing: at every epoch tick (5 ms) a running plugin
     // yields to the tokio scheduler, and past its wall-clock budget it is
-    // interrupted (`Trap::Interrupt` → `FaultKind::Timeout`). Without the
-    // yield a plugin that loops would hold a tokio worker thread for its whole
-    // timeout, and two of them would stall every watch, API call and lease
-    // renewal of the host on a 2-core machine (found by the chaos suite's
-    // hostile controller). Calls shorter than a tick never reach the callback.
+    // interrupted (`Trap::Interrupt` → `FaultKind::Timeout`). Calls run on
+    // the runtime's call pool (`pool`), not the host's I/O workers; the yield
+    // still matters there: without it a plugin that loops would hold a pool
+    // thread for its whole timeout, and two of them would stall every other
+    // plugin call on a 2-core machine (the chaos suite's hostile controller
+    // found the I/O-worker version of this). A yield is also where an
+    // abandoned call is aborted. Calls shorter than a tick never reach the
+    // callback.
     let deadline = started + limits.timeout;
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {

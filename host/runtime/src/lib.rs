@@ -18,6 +18,9 @@
 //!   `cache`).
 //! - Each call gets a fresh `Store` instantiated from an `InstancePre`: nothing
 //!   survives between calls.
+//! - Calls run on a thread pool of their own (`pool`), not on the caller's
+//!   tokio workers: guest CPU never delays the host's watches and API I/O.
+//!   Dropping a call's future aborts it.
 //! - WASI 0.2 is linked with an empty context (no files, env, args, network;
 //!   frozen clocks; constant randomness; stdout/stderr captured into the log)
 //!   so components built by standard toolchains load but learn nothing.
@@ -29,6 +32,7 @@ mod contract;
 mod engine;
 mod error;
 mod lane;
+mod pool;
 mod sandbox;
 pub mod types;
 mod validate;
@@ -333,11 +337,18 @@ impl Plugin {
         if !self.inner.info.has_customize() {
             return Ok(None);
         }
-        let pre = self.pre_for(limits).await?;
-        let _slot = self.slot().await?;
-        call::customize(pre, self.inner.max_memory_bytes, req, limits)
-            .await
-            .map(Some)
+        let op = call::customize_op(req)?;
+        let plugin = self.clone();
+        let limits = limits.clone();
+        // On the call pool, not the caller's threads (see `pool`).
+        pool::run(async move {
+            let pre = plugin.pre_for(&limits).await?;
+            let _slot = plugin.slot().await?;
+            call::customize(pre, plugin.inner.max_memory_bytes, op, &limits)
+                .await
+                .map(Some)
+        })
+        .await?
     }
 
     /// Calls `reconcile` in a fresh instance under `limits`.
@@ -352,22 +363,37 @@ impl Plugin {
     /// Like `reconcile`, also returning where the time went (for benches).
     ///
     /// A call with `limits.fuel` runs on the fuel-metered engine; the first
-    /// such call compiles the plugin for it (on the blocking thread pool when
-    /// called inside tokio), which is not counted against the timeout.
+    /// such call compiles the plugin for it (on the call pool's blocking
+    /// threads), which is not counted against the timeout. `timings` cover
+    /// the call itself, not the hop to the call pool and back.
     pub async fn reconcile_timed(
         &self,
         req: &ReconcileRequest,
         limits: &CallLimits,
     ) -> (Result<ReconcileResponse, CallError>, CallTimings) {
-        let pre = match self.pre_for(limits).await {
-            Ok(pre) => pre,
+        // Lowered here: the request is borrowed, its wire form is owned and
+        // can move to the call pool. Both lanes share the contract version.
+        let wire = match bindings::wire_request(self.inner.pre.contract(), req) {
+            Ok(wire) => wire,
             Err(err) => return (Err(err), CallTimings::default()),
         };
-        let _slot = match self.slot().await {
-            Ok(slot) => slot,
-            Err(err) => return (Err(err), CallTimings::default()),
-        };
-        let (result, timings) = call::run(pre, self.inner.max_memory_bytes, req, limits).await;
+        let plugin = self.clone();
+        let limits = limits.clone();
+        // The guest runs on the call pool, not on the caller's (I/O) threads
+        // (see `pool`); dropping this future aborts the call.
+        let outcome = pool::run(async move {
+            let pre = match plugin.pre_for(&limits).await {
+                Ok(pre) => pre,
+                Err(err) => return (Err(err), CallTimings::default()),
+            };
+            let _slot = match plugin.slot().await {
+                Ok(slot) => slot,
+                Err(err) => return (Err(err), CallTimings::default()),
+            };
+            call::run(pre, plugin.inner.max_memory_bytes, wire, &limits).await
+        })
+        .await;
+        let (result, timings) = outcome.unwrap_or_else(|err| (Err(err), CallTimings::default()));
         if let Err(err) = &result {
             tracing::debug!(digest = %self.inner.digest, error = %err, "plugin call failed");
         }

@@ -42,9 +42,23 @@ pub fn dispatch<T: Reconciler>(
     request: wit::ReconcileRequest,
 ) -> Result<wit::ReconcileResponse, wit::ReconcileError> {
     let request = parse_request(request).map_err(to_wit_error)?;
-    match T::reconcile(&request) {
+    let result = match T::reconcile(&request) {
         Ok(response) => Ok(to_wit_response(response)),
         Err(err) => Err(to_wit_error(err)),
+    };
+    discard(request);
+    result
+}
+
+/// Drops `value`, except in a component with the bump allocator: there the
+/// instance is thrown away after this one call and freeing gives nothing
+/// back, so walking the JSON trees to free them block by block (about a
+/// sixth of a static-site call) is skipped.
+fn discard<T>(value: T) {
+    if cfg!(all(target_arch = "wasm32", feature = "bump-allocator")) {
+        std::mem::forget(value);
+    } else {
+        drop(value);
     }
 }
 
@@ -94,9 +108,11 @@ pub fn parse_request(req: wit::ReconcileRequest) -> Result<Request, Error> {
     })
 }
 
-fn to_wit_response(resp: Response) -> wit::ReconcileResponse {
-    wit::ReconcileResponse {
-        children: resp.children.iter().map(to_json).collect(),
+fn to_wit_response(mut resp: Response) -> wit::ReconcileResponse {
+    let children = std::mem::take(&mut resp.children);
+    let status = resp.status.take();
+    let out = wit::ReconcileResponse {
+        children: children.iter().map(to_json).collect(),
         conditions: resp
             .conditions
             .into_iter()
@@ -111,7 +127,7 @@ fn to_wit_response(resp: Response) -> wit::ReconcileResponse {
                 message: c.message,
             })
             .collect(),
-        status: resp.status.as_ref().map(to_json),
+        status: status.as_ref().map(to_json),
         requeue_after_seconds: resp.requeue_after_seconds,
         events: resp
             .events
@@ -126,7 +142,10 @@ fn to_wit_response(resp: Response) -> wit::ReconcileResponse {
             })
             .collect(),
         finalized: resp.finalized,
-    }
+    };
+    discard(children);
+    discard(status);
+    out
 }
 
 /// JSON text of `value`. `serde_json::to_string` writes straight into a

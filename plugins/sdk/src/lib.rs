@@ -52,6 +52,7 @@ pub mod bindings {
 
 #[doc(hidden)]
 pub mod __private;
+pub mod alloc;
 mod customize;
 mod error;
 mod log;
@@ -59,6 +60,12 @@ mod names;
 mod object;
 mod request;
 mod response;
+
+/// The guest allocator (wasm only; natively built plugins and their tests
+/// keep the system allocator). See [`alloc`].
+#[cfg(all(target_arch = "wasm32", feature = "bump-allocator"))]
+#[global_allocator]
+static ALLOCATOR: alloc::BumpAllocator = alloc::BumpAllocator::new();
 
 pub use customize::{CustomizeRequest, RelatedSelector};
 pub use error::Error;

@@ -5,8 +5,11 @@
 //! host more than 10 % more expensive without any timing in a test.
 //!
 //! Two workloads, each in one `#[inline(never)]` function that callgrind
-//! counts alone (`--toggle-collect`), on one thread, with no network and
-//! fixed inputs (`now` included):
+//! counts alone (`--toggle-collect`), with no network and fixed inputs
+//! (`now` included). The plugin runtime runs each call on its own thread
+//! pool (`wr_runtime`'s `pool` module), so the count also toggles on in the
+//! pool task's `PoolCall::poll`: the caller's share (lowering the request)
+//! and the pool's (instantiate, run, parse the answer) are both counted.
 //!
 //! - `reconcile-path`: the engine's decision core for a parent with 10
 //!   ConfigMap children that already match — observe, build the request,
@@ -136,6 +139,9 @@ fn count(exe: &Path, workload: &str) -> Result<u64> {
         .arg("--tool=callgrind")
         .arg(format!("--callgrind-out-file={}", out.display()))
         .arg("--toggle-collect=*instr_bench::workload_*")
+        // The plugin call's share on the runtime's call pool (other threads;
+        // callgrind's collection state is per thread, so the two never nest).
+        .arg("--toggle-collect=*wr_runtime::pool::PoolCall*::poll")
         // JIT-compiled wasm code is written then run: make valgrind notice.
         .arg("--smc-check=all")
         .arg("--quiet")

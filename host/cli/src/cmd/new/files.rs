@@ -70,6 +70,10 @@ pub const RUST: Files = &[
         include_str!("../../../../../plugins/sdk/src/__private.rs"),
     ),
     (
+        "sdk/src/alloc.rs",
+        include_str!("../../../../../plugins/sdk/src/alloc.rs"),
+    ),
+    (
         "sdk/src/customize.rs",
         include_str!("../../../../../plugins/sdk/src/customize.rs"),
     ),
