@@ -321,6 +321,10 @@ fn rule05_a_child_is_written_only_when_it_differs_and_as_its_strategy_says() {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one table of rule-6 cases, read top to bottom"
+)]
 fn rule06_errors_are_classified_and_permanent_ones_do_not_loop() {
     let t = target(UpdateMethod::InPlace, false);
     let err = |e: PluginError| Err(e);
