@@ -18,9 +18,10 @@
 //!   `cache`).
 //! - Each call gets a fresh `Store` instantiated from an `InstancePre`: nothing
 //!   survives between calls.
-//! - Calls run on a thread pool of their own (`pool`), not on the caller's
-//!   tokio workers: guest CPU never delays the host's watches and API I/O.
-//!   Dropping a call's future aborts it.
+//! - Calls run inline on the caller's task, or with `WR_PLUGIN_CALL_POOL=1`
+//!   on a thread pool of their own (`pool`, opt-in until its gain under load
+//!   is measured: the hop doubles a sequential call). Either way dropping a
+//!   call's future ends it and frees its instance slot.
 //! - WASI 0.2 is linked with an empty context (no files, env, args, network;
 //!   frozen clocks; constant randomness; stdout/stderr captured into the log)
 //!   so components built by standard toolchains load but learn nothing.

@@ -58,10 +58,38 @@ fn pool() -> Result<&'static Runtime, CallError> {
     })
 }
 
+/// Environment variable that turns the pool on (`1`).
+pub(crate) const POOL_ENV: &str = "WR_PLUGIN_CALL_POOL";
+
+/// Whether calls hop to the pool. Off unless `WR_PLUGIN_CALL_POOL=1`: on an
+/// idle 2-core machine (2026-12-02, `cargo bench -p wr-runtime --bench
+/// plugin_runtime`) the hop more than doubled a sequential call (total per
+/// call 83 µs inline vs 210 µs on the pool; instantiate 11 vs 29 µs on a
+/// woken pool thread), and its gain for the engine's I/O under load is not
+/// measured yet (docs/benchmarks.md), so it stays opt-in until it is.
+fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(POOL_ENV).is_ok_and(|v| v == "1"))
+}
+
+/// Runs `call` where calls run: on the pool when it is on ([`POOL_ENV`]),
+/// else inline on the caller's task (dropping the future drops the call).
+pub(crate) async fn run<F, T>(call: F) -> Result<T, CallError>
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    if enabled() {
+        on_pool(call).await
+    } else {
+        Ok(call.await)
+    }
+}
+
 /// Runs `call` on the pool and waits for it from any executor. Dropping the
 /// returned future aborts the call. A panic in the call (a host bug) is
 /// reported as an internal fault, not propagated.
-pub(crate) async fn run<F, T>(call: F) -> Result<T, CallError>
+async fn on_pool<F, T>(call: F) -> Result<T, CallError>
 where
     F: Future<Output = T> + Send + 'static,
     T: Send + 'static,
@@ -121,7 +149,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn calls_run_on_the_pool_not_on_the_callers_thread() {
         let caller = std::thread::current().id();
-        let (ran_on, name) = run(async {
+        let (ran_on, name) = on_pool(async {
             let me = std::thread::current();
             (me.id(), me.name().map(str::to_owned))
         })
@@ -142,7 +170,7 @@ mod tests {
         let dropped = Arc::new(AtomicBool::new(false));
         let guard = SetOnDrop(Arc::clone(&dropped));
         let (started_tx, started_rx) = tokio::sync::oneshot::channel();
-        let waiter = tokio::spawn(run(async move {
+        let waiter = tokio::spawn(on_pool(async move {
             let _guard = guard;
             let _ = started_tx.send(());
             std::future::pending::<()>().await;
@@ -162,7 +190,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_panicking_call_is_an_internal_fault() {
-        let err = run(async { panic!("boom") }).await.unwrap_err();
+        let err = on_pool(async { panic!("boom") }).await.unwrap_err();
         assert!(
             matches!(
                 err,
