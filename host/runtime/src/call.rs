@@ -71,7 +71,7 @@ pub(crate) async fn info(
 }
 
 /// The `customize` request lowered for the wire (owned, so it can move to
-/// the call pool).
+/// the call pool when it is on).
 pub(crate) fn customize_op(req: &CustomizeRequest) -> Result<Op, CallError> {
     Ok(Op::Customize(bindings::v0_2::customize_request(req)?))
 }
@@ -111,10 +111,10 @@ async fn run_op(
     store.limiter(|state| state);
     // Cooperative time slicing: at every epoch tick (5 ms) a running plugin
     // yields to the tokio scheduler, and past its wall-clock budget it is
-    // interrupted (`Trap::Interrupt` → `FaultKind::Timeout`). Calls run on
-    // the runtime's call pool (`pool`), not the host's I/O workers; the yield
-    // still matters there: without it a plugin that loops would hold a pool
-    // thread for its whole timeout, and two of them would stall every other
+    // interrupted (`Trap::Interrupt` → `FaultKind::Timeout`). Whether calls
+    // run on the caller's workers or on the opt-in call pool (`pool`), the
+    // yield matters: without it a plugin that loops would hold its thread
+    // for its whole timeout, and two of them would stall every other
     // plugin call on a 2-core machine (the chaos suite's hostile controller
     // found the I/O-worker version of this). A yield is also where an
     // abandoned call is aborted. Calls shorter than a tick never reach the

@@ -341,7 +341,7 @@ impl Plugin {
         let op = call::customize_op(req)?;
         let plugin = self.clone();
         let limits = limits.clone();
-        // On the call pool, not the caller's threads (see `pool`).
+        // Inline, or on the call pool when it is on (see `pool`).
         pool::run(async move {
             let pre = plugin.pre_for(&limits).await?;
             let _slot = plugin.slot().await?;
@@ -364,24 +364,24 @@ impl Plugin {
     /// Like `reconcile`, also returning where the time went (for benches).
     ///
     /// A call with `limits.fuel` runs on the fuel-metered engine; the first
-    /// such call compiles the plugin for it (on the call pool's blocking
-    /// threads), which is not counted against the timeout. `timings` cover
-    /// the call itself, not the hop to the call pool and back.
+    /// such call compiles the plugin for it, which is not counted against the
+    /// timeout. `timings` cover the call itself, not a hop to the call pool
+    /// and back (when it is on).
     pub async fn reconcile_timed(
         &self,
         req: &ReconcileRequest,
         limits: &CallLimits,
     ) -> (Result<ReconcileResponse, CallError>, CallTimings) {
         // Lowered here: the request is borrowed, its wire form is owned and
-        // can move to the call pool. Both lanes share the contract version.
+        // can move to the call pool if it is on. Both lanes share the contract version.
         let wire = match bindings::wire_request(self.inner.pre.contract(), req) {
             Ok(wire) => wire,
             Err(err) => return (Err(err), CallTimings::default()),
         };
         let plugin = self.clone();
         let limits = limits.clone();
-        // The guest runs on the call pool, not on the caller's (I/O) threads
-        // (see `pool`); dropping this future aborts the call.
+        // The guest runs inline, or on the call pool when it is on (see
+        // `pool`); either way dropping this future ends the call.
         let outcome = pool::run(async move {
             let pre = match plugin.pre_for(&limits).await {
                 Ok(pre) => pre,

@@ -6,10 +6,12 @@
 //! every call delays the watches, API responses and lease renewals queued
 //! behind it on that thread; at high rates the host's I/O then waits for
 //! guest CPU (the side-by-side bench's webhook variant, whose plugin runs in
-//! another process, converged faster for that reason). Calls therefore run
-//! on a small multi-threaded tokio runtime of their own, one worker per CPU:
-//! the OS shares the cores between the two pools, and the engine's I/O
-//! tasks are never queued behind a guest.
+//! another process, converged faster for that reason). With
+//! `WR_PLUGIN_CALL_POOL=1` calls therefore run on a small multi-threaded
+//! tokio runtime of their own, one worker per CPU: the OS shares the cores
+//! between the two pools, and the engine's I/O tasks are never queued behind
+//! a guest. Off by default: the hop's cost is measured, its gain is not yet
+//! (see [`run`]).
 //!
 //! Limits are unchanged: the instance-slot semaphore bounds the calls in
 //! flight, epoch interruption stops a call past its timeout (and yields this
