@@ -207,10 +207,14 @@ async fn duplicate_triggers_cause_no_child_writes() -> Result<()> {
         1,
         "one status write, for the spec change: {status_writes:?}"
     );
-    // At most one call per touch, plus the spec change and the echo of its
-    // status write.
+    // At most one call per touch (100), plus the spec change's own passes:
+    // the pass that writes the children, the passes their watch events
+    // trigger (rule 14 leaves the status to them; at most one per child when
+    // the three echoes do not coalesce) and the echo of the status write
+    // (rule 13.4). A real kube-apiserver answers each touch before the next
+    // is sent, so every touch can get its own call there.
     assert!(
-        p.calls() - before <= 102,
+        p.calls() - before <= 100 + 1 + 3 + 1,
         "duplicate triggers coalesce: {} calls",
         p.calls() - before
     );
