@@ -8,11 +8,20 @@
 //! ResponseStarted one (a watch completes only when it ends). `patch_type` and `fault` are never set:
 //! the Metadata level does not carry the Content-Type and the real server
 //! injects no faults.
+//!
+//! A [`Mark`] is a point in time, not only a point in the file: the API server
+//! writes a request's ResponseComplete event *after* the request took effect
+//! (a client can see the change before the event is in the file), so a write
+//! the host made just before a test cleared the log can land after the file
+//! position of the clear. [`AuditLog::since_mark`] keeps only the requests
+//! the server *received* after the mark (`requestReceivedTimestamp`), which
+//! is what "requests since the clear" means.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
 use wr_apiserver::RequestRecord;
 
@@ -21,8 +30,19 @@ use wr_apiserver::RequestRecord;
 pub struct AuditRecord {
     /// `user.username` (e.g. `system:serviceaccount:NS:NAME`).
     pub user: String,
+    /// When the API server received it (`requestReceivedTimestamp`).
+    pub received: Option<Timestamp>,
     /// The request, in the embedded server's shape.
     pub record: RequestRecord,
+}
+
+/// A point of the log: its end at the time of the mark, and that time.
+#[derive(Debug, Clone, Copy)]
+pub struct Mark {
+    /// The end of the file when the mark was taken (read before `at`).
+    pub offset: u64,
+    /// When the mark was taken.
+    pub at: Timestamp,
 }
 
 /// The audit log file and a read position.
@@ -42,6 +62,26 @@ impl AuditLog {
         Ok(std::fs::metadata(&self.path)
             .with_context(|| format!("reading {}", self.path.display()))?
             .len())
+    }
+
+    /// The end of the log and the time now. The position is read first: a
+    /// request received after the time completes after it, so its event is
+    /// written after the position.
+    pub fn mark_now(&self) -> Result<Mark> {
+        let offset = self.mark()?;
+        Ok(Mark {
+            offset,
+            at: Timestamp::now(),
+        })
+    }
+
+    /// Resource requests the server received after `m` (see the module doc).
+    pub fn since_mark(&self, m: &Mark) -> Result<Vec<AuditRecord>> {
+        Ok(self
+            .since(m.offset)?
+            .into_iter()
+            .filter(|r| r.received.is_none_or(|t| t >= m.at))
+            .collect())
     }
 
     /// Resource requests logged after position `from`, in completion order.
@@ -89,6 +129,8 @@ struct Event {
     object_ref: Option<ObjectRef>,
     #[serde(default)]
     response_status: Option<ResponseStatus>,
+    #[serde(default)]
+    request_received_timestamp: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -144,6 +186,9 @@ impl Event {
         };
         Some(AuditRecord {
             user: self.user.username,
+            received: self
+                .request_received_timestamp
+                .and_then(|t| t.parse::<Timestamp>().ok()),
             record: RequestRecord {
                 verb: self.verb,
                 group: o.api_group,
@@ -236,5 +281,45 @@ mod tests {
         assert!(rs[1].record.namespace.is_none());
         let mark = log.mark().unwrap();
         assert!(log.since(mark).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_mark_keeps_only_requests_received_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("audit.log");
+        let ev = |name: &str, received: &str| {
+            format!(
+                r#"{{"stage":"ResponseComplete","verb":"patch","user":{{"username":"u"}},"objectRef":{{"resource":"configmaps","namespace":"ns","name":"{name}","apiVersion":"v1"}},"requestReceivedTimestamp":"{received}","responseStatus":{{"code":200}}}}"#
+            ) + "\n"
+        };
+        std::fs::write(&p, ev("old", "2026-12-02T04:56:14.073876Z")).unwrap();
+        let m = Mark {
+            offset: log_len(&p),
+            at: "2026-12-02T04:56:14.100000Z".parse().unwrap(),
+        };
+        // Received before the mark, written after it: the write raced the mark.
+        let late = ev("late", "2026-12-02T04:56:14.099999Z");
+        let new = ev("new", "2026-12-02T04:56:14.125707Z");
+        let mut text = std::fs::read_to_string(&p).unwrap();
+        text.push_str(&late);
+        text.push_str(&new);
+        std::fs::write(&p, text).unwrap();
+        let log = AuditLog::new(&p);
+        let names: Vec<_> = log
+            .since_mark(&m)
+            .unwrap()
+            .into_iter()
+            .filter_map(|r| r.record.name)
+            .collect();
+        assert_eq!(names, ["new"]);
+        assert_eq!(
+            log.since(m.offset).unwrap().len(),
+            2,
+            "both after the offset"
+        );
+    }
+
+    fn log_len(p: &Path) -> u64 {
+        std::fs::metadata(p).unwrap().len()
     }
 }

@@ -27,7 +27,7 @@ use kube::api::{
 use serde_json::json;
 use wr_apiserver::RequestRecord;
 
-use crate::audit::AuditLog;
+use crate::audit::{AuditLog, Mark};
 use crate::real_cluster::{CONTROLLER_MANAGER_USER, RealCluster, StartOptions};
 
 /// Label on every namespace a test creates on the shared cluster.
@@ -95,7 +95,7 @@ pub struct RealSession {
     /// The shared cluster.
     pub shared: &'static Shared,
     prefix: String,
-    mark: AtomicU64,
+    mark: Mutex<Mark>,
 }
 
 impl RealSession {
@@ -108,7 +108,7 @@ impl RealSession {
             _serial: serial,
             shared,
             prefix: format!("t{}-{n}", std::process::id()),
-            mark: AtomicU64::new(0),
+            mark: Mutex::new(shared.audit.mark_now()?),
         })
     }
 
@@ -184,28 +184,98 @@ impl RealSession {
         create_ns(client, ns).await
     }
 
-    /// Forgets the requests logged so far.
+    /// Forgets the requests logged so far: those the server received before
+    /// now ([`crate::audit::Mark`]), even if their events are written later.
     pub fn clear_requests(&self) -> Result<()> {
-        self.mark.store(self.shared.audit.mark()?, Ordering::SeqCst);
+        let m = self.shared.audit.mark_now()?;
+        *self.mark.lock().unwrap_or_else(|e| e.into_inner()) = m;
         Ok(())
     }
 
-    /// Requests logged since the session began (or [`Self::clear_requests`]),
+    /// Requests received since the session began (or [`Self::clear_requests`]),
     /// without the control plane's own (kube-controller-manager: the embedded
     /// server's garbage collector is internal and logs nothing either).
+    ///
+    /// Waits for the log to catch up first ([`Self::fence`]): a test reads it
+    /// right after seeing the effect of the requests it counts.
     pub fn requests(&self) -> Result<Vec<RequestRecord>> {
+        self.fence()?;
+        let m = *self.mark.lock().unwrap_or_else(|e| e.into_inner());
         Ok(self
             .shared
             .audit
-            .since(self.mark.load(Ordering::SeqCst))?
+            .since_mark(&m)?
             .into_iter()
             .filter(|a| {
                 a.user != CONTROLLER_MANAGER_USER
                     && !a.user.starts_with("system:serviceaccount:kube-system:")
+                    && !is_fence(&a.record)
             })
             .map(|a| a.record)
             .collect())
     }
+
+    /// Sends a request of its own (a GET of a namespace that does not exist)
+    /// and waits until the audit log shows it. The API server writes a
+    /// request's event after the request took effect, so a test that saw a
+    /// write's effect and reads the log at once could miss the write; the
+    /// fence, sent after the test saw the effect, makes the log catch up with
+    /// everything that completed before it (short of a request stalled for a
+    /// whole round trip between its commit and its audit event).
+    fn fence(&self) -> Result<()> {
+        let name = format!(
+            "{FENCE_PREFIX}{}-{}",
+            self.prefix,
+            FENCES.fetch_add(1, Ordering::SeqCst)
+        );
+        let from = self.shared.audit.mark()?;
+        let kc = self.shared.kubeconfig.clone();
+        let get = name.clone();
+        std::thread::spawn(move || -> Result<()> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let client = crate::real_cluster::admin_client(&kc).await?;
+                let api: Api<Namespace> = Api::all(client);
+                api.get_opt(&get)
+                    .await
+                    .with_context(|| format!("audit fence: getting namespace {get}"))?;
+                Ok(())
+            })
+        })
+        .join()
+        .map_err(|_| anyhow!("the audit fence panicked"))??;
+        let deadline = std::time::Instant::now() + FENCE_WITHIN;
+        loop {
+            let seen = self.shared.audit.since(from)?.into_iter().any(|a| {
+                a.record.resource == "namespaces" && a.record.name.as_deref() == Some(&name)
+            });
+            if seen {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(anyhow!(
+                    "the audit log did not show request {name} within {FENCE_WITHIN:?}"
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+/// Names of [`RealSession::fence`]'s namespaces (never created).
+const FENCE_PREFIX: &str = "wr-audit-fence-";
+/// How long a fence may take to show in the audit log.
+const FENCE_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+static FENCES: AtomicU64 = AtomicU64::new(0);
+
+/// Whether `r` is one of [`RealSession::fence`]'s requests.
+fn is_fence(r: &RequestRecord) -> bool {
+    r.resource == "namespaces"
+        && r.name
+            .as_deref()
+            .is_some_and(|n| n.starts_with(FENCE_PREFIX))
 }
 
 async fn create_ns(client: &Client, ns: &str) -> Result<()> {
