@@ -12,8 +12,15 @@
 //! Only when it is certain: every child write went through (no problem to
 //! report now), at least one write changed an object on the server (its watch
 //! event will come), and the parent is not being deleted. The executor also
-//! defers at most once per parent generation, so a child that keeps being
-//! changed by someone else cannot keep the status from being written.
+//! defers at most `MAX_DEFERRALS` (3) times per parent generation
+//! (`MemoTable::may_defer`), so a child that keeps being changed by someone
+//! else cannot keep the status from being written.
+//!
+//! The pass the echoes trigger judges the status only once the child caches
+//! show every write of the deferring pass (`crate::own_writes`: the
+//! resourceVersion each write returned, or the deleted uid gone; given up on
+//! after `own_writes::SHOWN_WITHIN`), so it does not see a just-created child
+//! as missing and write a `Progressing` status after all.
 
 use super::Answer;
 
