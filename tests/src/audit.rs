@@ -75,13 +75,23 @@ impl AuditLog {
         })
     }
 
-    /// Resource requests the server received after `m` (see the module doc).
+    /// Resource requests the server received after `m` (see the module doc),
+    /// in the order it received them.
+    ///
+    /// Not in the order of the file: a request that another one waited for
+    /// (the host writes the next child once it has seen the last one ready)
+    /// was received before it, but its event may be written after the other's
+    /// (events are written when a request completes, and the change is seen
+    /// by watchers before that). Reception order keeps cause before effect.
     pub fn since_mark(&self, m: &Mark) -> Result<Vec<AuditRecord>> {
-        Ok(self
+        let mut v: Vec<AuditRecord> = self
             .since(m.offset)?
             .into_iter()
             .filter(|r| r.received.is_none_or(|t| t >= m.at))
-            .collect())
+            .collect();
+        // Stable: requests received in the same microsecond keep file order.
+        v.sort_by_key(|r| r.received);
+        Ok(v)
     }
 
     /// Resource requests logged after position `from`, in completion order.
@@ -300,9 +310,12 @@ mod tests {
         // Received before the mark, written after it: the write raced the mark.
         let late = ev("late", "2026-12-02T04:56:14.099999Z");
         let new = ev("new", "2026-12-02T04:56:14.125707Z");
+        // Received first, logged last (it completed after `new`).
+        let cause = ev("cause", "2026-12-02T04:56:14.120000Z");
         let mut text = std::fs::read_to_string(&p).unwrap();
         text.push_str(&late);
         text.push_str(&new);
+        text.push_str(&cause);
         std::fs::write(&p, text).unwrap();
         let log = AuditLog::new(&p);
         let names: Vec<_> = log
@@ -311,11 +324,11 @@ mod tests {
             .into_iter()
             .filter_map(|r| r.record.name)
             .collect();
-        assert_eq!(names, ["new"]);
+        assert_eq!(names, ["cause", "new"], "in the order received");
         assert_eq!(
             log.since(m.offset).unwrap().len(),
-            2,
-            "both after the offset"
+            3,
+            "all after the offset"
         );
     }
 
