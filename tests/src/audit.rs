@@ -69,10 +69,11 @@ impl AuditLog {
     /// written after the position.
     pub fn mark_now(&self) -> Result<Mark> {
         let offset = self.mark()?;
-        Ok(Mark {
-            offset,
-            at: Timestamp::now(),
-        })
+        // Cut to the microsecond, as the log's timestamps are: a request
+        // received in the same microsecond as the mark counts as after it.
+        let now = Timestamp::now();
+        let at = Timestamp::from_microsecond(now.as_microsecond()).unwrap_or(now);
+        Ok(Mark { offset, at })
     }
 
     /// Resource requests the server received after `m` (see the module doc),
