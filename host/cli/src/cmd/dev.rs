@@ -182,7 +182,18 @@ async fn run_host(
     // The banner is the command's output: stdout, after everything is installed.
     print!(
         "{}",
-        report::banner(&server.url(), kubeconfig, args.data_dir.as_deref())
+        report::banner(
+            &server.url(),
+            kubeconfig,
+            args.data_dir.as_deref(),
+            &report::Installed {
+                examples: &plugins
+                    .iter()
+                    .map(|p| p.controller.clone())
+                    .collect::<Vec<_>>(),
+                samples: !args.no_samples,
+            }
+        )
     );
     tracing::info!(url = %server.url(), "dev cluster running; Ctrl-C to stop");
 
