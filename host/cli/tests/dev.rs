@@ -475,6 +475,27 @@ fn dev_rbac_with_only_the_tombstone_component_runs_tombstone() {
     assert!(status.success(), "exit {status:?}\n{}", dev.diagnostics());
 }
 
+/// Session 8 trial: a second `dev` on a busy port (the default 6443, with
+/// another `dev` running) says how to get past it, not only the OS error.
+#[test]
+fn dev_on_a_busy_port_says_port_0_picks_a_free_one() {
+    let work = tempfile::tempdir().unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_wasm-reconciler"))
+        .args(["dev", "--port", &port, "--plugin-dir"])
+        .arg(work.path())
+        .arg("--kubeconfig-out")
+        .arg(work.path().join("kubeconfig"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
+    assert!(stderr.contains("--port 0 picks a free port"), "{stderr}");
+}
+
 /// The StaticSite's `Available` condition: (status, message).
 fn available_of(kc: &Path, name: &str) -> Option<(String, String)> {
     let p = get_json(kc, &["get", "staticsite", name])?;

@@ -114,7 +114,13 @@ async fn serve(args: DevArgs) -> anyhow::Result<ExitCode> {
         ..Default::default()
     })
     .await
-    .context("starting the embedded API server")?;
+    .with_context(|| {
+        format!(
+            "starting the embedded API server on {}:{} (another `dev` or `apiserver` there? \
+             --port 0 picks a free port)",
+            args.bind, args.port
+        )
+    })?;
     let kubeconfig = absolute(&args.kubeconfig_path());
     if let Some(parent) = kubeconfig.parent() {
         std::fs::create_dir_all(parent)
