@@ -385,7 +385,8 @@ fn banner_of(dev: &mut Dev) -> String {
 /// parent. The banner shows commands that work (not the examples' `patch
 /// staticsite web`, which is not there), and `dev` logs the user's parent
 /// becoming Ready as it does for the examples' (it followed only the
-/// examples' kinds before).
+/// examples' kinds before); the controller names its parent by `kind`, as
+/// the tombstone example does.
 #[test]
 fn dev_banner_and_ready_log_cover_your_own_controller() {
     let work = tempfile::tempdir().unwrap();
@@ -418,7 +419,7 @@ fn dev_banner_and_ready_log_cover_your_own_controller() {
          status: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n\
          ---\napiVersion: wasm-reconciler.dev/v1alpha1\nkind: WasmController\n\
          metadata: {{name: my-site}}\nspec:\n  \
-         parentResource: {{apiVersion: mine.example.com/v1, resource: mysites}}\n  \
+         parentResource: {{apiVersion: mine.example.com/v1, kind: MySite}}\n  \
          childResources:\n  - {{apiVersion: apps/v1, resource: deployments}}\n  \
          - {{apiVersion: v1, resource: services}}\n  - {{apiVersion: v1, resource: configmaps}}\n  \
          plugin: {{path: {}}}\n",

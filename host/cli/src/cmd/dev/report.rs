@@ -5,6 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Client;
@@ -96,11 +97,11 @@ pub fn ready_of(obj: &DynamicObject) -> Option<(String, String, i64)> {
 
 /// Follows the parents of every WasmController (the examples' and the
 /// user's own, applied with kubectl while `dev` runs) until `stop` turns
-/// true: one watch per distinct parent resource, started when a
-/// WasmController naming it first appears.
+/// true: one watch per distinct parent resource (named by plural or kind,
+/// or a decorator's resource), started when a WasmController naming it
+/// first appears and its resource is served.
 pub async fn follow_parents(client: Client, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let wc = ApiResource::erase::<wr_engine::WasmController>(&());
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &wc);
+    let api: Api<wr_engine::WasmController> = Api::all(client.clone());
     let mut events = std::pin::pin!(watcher(api, watcher::Config::default()));
     let mut followed: HashSet<(String, String)> = HashSet::new();
     let mut tasks = Vec::new();
@@ -109,7 +110,7 @@ pub async fn follow_parents(client: Client, mut stop: tokio::sync::watch::Receiv
             ev = events.next() => ev,
             _ = stop.changed() => break,
         };
-        let obj = match ev {
+        let wc = match ev {
             Some(Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => o,
             Some(Ok(_)) => continue,
             Some(Err(e)) => {
@@ -118,11 +119,18 @@ pub async fn follow_parents(client: Client, mut stop: tokio::sync::watch::Receiv
             }
             None => break,
         };
-        let Some(ar) = parent_resource(&obj) else {
-            continue;
-        };
-        if followed.insert((ar.api_version.clone(), ar.plural.clone())) {
-            tasks.push(tokio::spawn(follow(client.clone(), ar, stop.clone())));
+        let r = wc.spec.parent_ref().clone();
+        let name = r
+            .resource
+            .clone()
+            .or_else(|| r.kind.clone())
+            .unwrap_or_default();
+        if followed.insert((r.api_version.clone(), name)) {
+            tasks.push(tokio::spawn(resolve_and_follow(
+                client.clone(),
+                r,
+                stop.clone(),
+            )));
         }
     }
     for t in tasks {
@@ -130,23 +138,33 @@ pub async fn follow_parents(client: Client, mut stop: tokio::sync::watch::Receiv
     }
 }
 
-/// The parent resource a WasmController names (`spec.parentResource`); the
-/// kind is filled from the objects seen (the resource name until then).
-fn parent_resource(wc: &DynamicObject) -> Option<ApiResource> {
-    let pr = wc.data.pointer("/spec/parentResource")?;
-    let api_version = pr.get("apiVersion")?.as_str()?;
-    let plural = pr.get("resource")?.as_str()?;
-    let (group, version) = match api_version.split_once('/') {
-        Some((g, v)) => (g.to_string(), v.to_string()),
-        None => (String::new(), api_version.to_string()),
+/// How long a parent resource may take to be served (its CRD applied just
+/// before or after the WasmController).
+const RESOLVE_FOR: Duration = Duration::from_secs(60);
+
+/// Resolves `r` through discovery (retrying while its CRD is not served
+/// yet), then follows its objects.
+async fn resolve_and_follow(
+    client: Client,
+    r: wr_engine::crd::ResourceRef,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let deadline = tokio::time::Instant::now() + RESOLVE_FOR;
+    let ar = loop {
+        match wr_engine::resolve::resolve(&client, &r).await {
+            Ok(resolved) => break resolved.ar,
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                tracing::debug!(api_version = %r.api_version, error = %e, "parent resource not served; its Ready changes are not logged");
+                return;
+            }
+            Err(_) => {}
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = stop.changed() => return,
+        }
     };
-    Some(ApiResource {
-        group,
-        version,
-        api_version: api_version.to_string(),
-        kind: plural.to_string(),
-        plural: plural.to_string(),
-    })
+    follow(client, ar, stop).await;
 }
 
 async fn follow(client: Client, ar: ApiResource, mut stop: tokio::sync::watch::Receiver<bool>) {
@@ -163,7 +181,7 @@ async fn follow(client: Client, ar: ApiResource, mut stop: tokio::sync::watch::R
             Some(Ok(watcher::Event::Delete(o))) => {
                 let key = key(&o);
                 last.remove(&key);
-                tracing::info!(kind = %kind_of(&o, &ar), namespace = %key.0, name = %key.1, "parent deleted");
+                tracing::info!(kind = %ar.kind, namespace = %key.0, name = %key.1, "parent deleted");
                 continue;
             }
             Some(Ok(_)) => continue,
@@ -183,18 +201,11 @@ async fn follow(client: Client, ar: ApiResource, mut stop: tokio::sync::watch::R
         let (status, reason, generation) = ready.clone();
         last.insert(key.clone(), ready);
         if status == "True" {
-            tracing::info!(kind = %kind_of(&obj, &ar), namespace = %key.0, name = %key.1, generation, "parent Ready");
+            tracing::info!(kind = %ar.kind, namespace = %key.0, name = %key.1, generation, "parent Ready");
         } else {
-            tracing::warn!(kind = %kind_of(&obj, &ar), namespace = %key.0, name = %key.1, generation, ready = %status, reason = %reason, "parent not Ready");
+            tracing::warn!(kind = %ar.kind, namespace = %key.0, name = %key.1, generation, ready = %status, reason = %reason, "parent not Ready");
         }
     }
-}
-
-/// The object's kind (watched lists carry it), else the resource's name.
-fn kind_of<'a>(o: &'a DynamicObject, ar: &'a ApiResource) -> &'a str {
-    o.types
-        .as_ref()
-        .map_or(ar.kind.as_str(), |t| t.kind.as_str())
 }
 
 fn key(o: &DynamicObject) -> (String, String) {
