@@ -404,7 +404,7 @@ fn dev_banner_and_ready_log_cover_your_own_controller() {
     );
     assert!(!banner.contains("get staticsites"), "banner:\n{banner}");
     assert!(
-        banner.contains("apply -f controller.yaml -f example.yaml"),
+        banner.contains("apply -f controller.yaml\n"),
         "banner:\n{banner}"
     );
 

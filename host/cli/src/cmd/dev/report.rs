@@ -66,13 +66,14 @@ pub fn banner(
     if installed.examples.is_empty() {
         text.push_str(&format!(
             "Run your own plugin (spec.plugin.path is relative to this directory):\n  \
-             {k} apply -f controller.yaml -f example.yaml\n  \
+             {k} apply -f controller.yaml\n  \
+             {k} apply -f example.yaml     # once controller.yaml's CRD is served\n  \
              {k} describe wasmcontroller NAME\n\n"
         ));
     }
     text.push_str(
-        "Rebuild a plugin (plugins/build.sh here, ./build.sh in a project of \
-         `wasm-reconciler new`) and it is hot-reloaded.\nPress Ctrl-C to stop.\n\n",
+        "Rebuild a plugin (./build.sh in a project of `wasm-reconciler new`, \
+         plugins/build.sh in the wasm-reconciler repository) and it is hot-reloaded.\nPress Ctrl-C to stop.\n\n",
     );
     text
 }
@@ -256,10 +257,7 @@ mod tests {
         for absent in ["staticsite", "workspaces", "deployment web"] {
             assert!(!b.contains(absent), "{absent} in:\n{b}");
         }
-        assert!(
-            b.contains("apply -f controller.yaml -f example.yaml"),
-            "{b}"
-        );
+        assert!(b.contains("apply -f controller.yaml\n"), "{b}");
     }
 
     #[test]
