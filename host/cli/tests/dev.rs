@@ -425,9 +425,15 @@ fn dev_banner_and_ready_log_cover_your_own_controller() {
          plugin: {{path: {}}}\n",
         mine.display()
     );
-    let f = work.path().join("controller.yaml");
-    std::fs::write(&f, docs).unwrap();
-    kubectl(&kc, &["apply", "-f", f.to_str().unwrap()]).unwrap();
+    // The WasmController before its parent CRD: `dev` follows the kind once
+    // it is served.
+    let (crd, wc) = docs.split_once("---\n").unwrap();
+    for (name, doc) in [("wc.yaml", wc), ("crd.yaml", crd)] {
+        let f = work.path().join(name);
+        std::fs::write(&f, doc).unwrap();
+        kubectl(&kc, &["apply", "-f", f.to_str().unwrap()]).unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+    }
     let site = "apiVersion: mine.example.com/v1\nkind: MySite\n\
                 metadata: {name: mine, namespace: default}\n\
                 spec: {image: 'nginx:1.27', replicas: 1, port: 8080, content: {index.html: hi}}\n";

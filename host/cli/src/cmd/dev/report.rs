@@ -139,31 +139,27 @@ pub async fn follow_parents(client: Client, mut stop: tokio::sync::watch::Receiv
     }
 }
 
-/// How long a parent resource may take to be served (its CRD applied just
-/// before or after the WasmController).
-const RESOLVE_FOR: Duration = Duration::from_secs(60);
-
-/// Resolves `r` through discovery (retrying while its CRD is not served
-/// yet), then follows its objects.
+/// Resolves `r` through discovery, retrying (1 s doubling to 10 s) while its
+/// CRD is not served yet — a WasmController may be applied before its parent
+/// CRD — then follows its objects.
 async fn resolve_and_follow(
     client: Client,
     r: wr_engine::crd::ResourceRef,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let deadline = tokio::time::Instant::now() + RESOLVE_FOR;
+    let mut wait = Duration::from_secs(1);
     let ar = loop {
         match wr_engine::resolve::resolve(&client, &r).await {
             Ok(resolved) => break resolved.ar,
-            Err(e) if tokio::time::Instant::now() >= deadline => {
-                tracing::debug!(api_version = %r.api_version, error = %e, "parent resource not served; its Ready changes are not logged");
-                return;
+            Err(e) => {
+                tracing::debug!(api_version = %r.api_version, error = %e, "parent resource not served yet; retrying");
             }
-            Err(_) => {}
         }
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = stop.changed() => return,
         }
+        wait = (wait * 2).min(Duration::from_secs(10));
     };
     follow(client, ar, stop).await;
 }
