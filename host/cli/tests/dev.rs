@@ -23,6 +23,11 @@ struct Dev {
 
 impl Dev {
     fn start(work: &Path, plugins: &Path, tag: &str) -> Dev {
+        Dev::start_with(work, plugins, tag, &[])
+    }
+
+    /// [`Dev::start`] with more command-line arguments.
+    fn start_with(work: &Path, plugins: &Path, tag: &str, extra: &[&str]) -> Dev {
         let log = work.join(format!("dev-{tag}.log"));
         let out = work.join(format!("dev-{tag}.out"));
         let child = Command::new(env!("CARGO_BIN_EXE_wasm-reconciler"))
@@ -32,6 +37,7 @@ impl Dev {
             .arg(work.join("data"))
             .arg("--kubeconfig-out")
             .arg(work.join("kubeconfig"))
+            .args(extra)
             .stdout(std::fs::File::create(&out).unwrap())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -352,6 +358,149 @@ fn dev_runs_a_plugin_dir_holding_only_your_own_components() {
     dev.signal("TERM");
     let status = dev.wait_exit();
     assert!(status.success(), "exit {status:?}\n{}", dev.diagnostics());
+}
+
+/// Waits (bounded) for `dev`'s banner on stdout and returns it.
+fn banner_of(dev: &mut Dev) -> String {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let out = std::fs::read_to_string(&dev.out).unwrap_or_default();
+        if out.contains("Press Ctrl-C") {
+            return out;
+        }
+        if let Some(status) = dev.child.try_wait().unwrap() {
+            panic!("dev exited ({status})\n{}", dev.diagnostics());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no banner\n{}",
+            dev.diagnostics()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Session 8 new-user trial: a `wasm-reconciler new` project runs `dev
+/// --plugin-dir build --no-samples`, then applies its own CRD, controller and
+/// parent. The banner shows commands that work (not the examples' `patch
+/// staticsite web`, which is not there), and `dev` logs the user's parent
+/// becoming Ready as it does for the examples' (it followed only the
+/// examples' kinds before); the controller names its parent by `kind`, as
+/// the tombstone example does.
+#[test]
+fn dev_banner_and_ready_log_cover_your_own_controller() {
+    let work = tempfile::tempdir().unwrap();
+    let plugins = work.path().join("build");
+    std::fs::create_dir_all(&plugins).unwrap();
+    let mine = plugins.join("my_site.wasm");
+    std::fs::copy(plugin_path("static-site"), &mine).unwrap();
+    let kc = work.path().join("kubeconfig");
+
+    let mut dev = Dev::start_with(work.path(), &plugins, "banner", &["--no-samples"]);
+    let banner = banner_of(&mut dev);
+    assert!(
+        !banner.contains("patch staticsite web"),
+        "banner:\n{banner}"
+    );
+    assert!(!banner.contains("get staticsites"), "banner:\n{banner}");
+    assert!(
+        banner.contains("apply -f controller.yaml\n"),
+        "banner:\n{banner}"
+    );
+
+    let docs = format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n\
+         metadata: {{name: mysites.mine.example.com}}\nspec:\n  group: mine.example.com\n  \
+         scope: Namespaced\n  names: {{plural: mysites, singular: mysite, kind: MySite}}\n  \
+         versions:\n  - name: v1\n    served: true\n    storage: true\n    \
+         subresources: {{status: {{}}}}\n    schema:\n      openAPIV3Schema:\n        \
+         type: object\n        properties:\n          \
+         spec: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n          \
+         status: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n\
+         ---\napiVersion: wasm-reconciler.dev/v1alpha1\nkind: WasmController\n\
+         metadata: {{name: my-site}}\nspec:\n  \
+         parentResource: {{apiVersion: mine.example.com/v1, kind: MySite}}\n  \
+         childResources:\n  - {{apiVersion: apps/v1, resource: deployments}}\n  \
+         - {{apiVersion: v1, resource: services}}\n  - {{apiVersion: v1, resource: configmaps}}\n  \
+         plugin: {{path: {}}}\n",
+        mine.display()
+    );
+    // The WasmController before its parent CRD: `dev` follows the kind once
+    // it is served.
+    let (crd, wc) = docs.split_once("---\n").unwrap();
+    for (name, doc) in [("wc.yaml", wc), ("crd.yaml", crd)] {
+        let f = work.path().join(name);
+        std::fs::write(&f, doc).unwrap();
+        kubectl(&kc, &["apply", "-f", f.to_str().unwrap()]).unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let site = "apiVersion: mine.example.com/v1\nkind: MySite\n\
+                metadata: {name: mine, namespace: default}\n\
+                spec: {image: 'nginx:1.27', replicas: 1, port: 8080, content: {index.html: hi}}\n";
+    let f = work.path().join("example.yaml");
+    std::fs::write(&f, site).unwrap();
+    eventually(&dev, "MySite served", || {
+        kubectl(&kc, &["apply", "-f", f.to_str().unwrap()]).ok()
+    });
+    eventually(&dev, "MySite mine Ready", || {
+        ready_uid(&kc, "mysite", "mine")
+    });
+    let logged = |dev: &Dev| {
+        std::fs::read_to_string(&dev.log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| {
+                l.contains("parent Ready") && l.contains("kind=MySite") && l.contains("name=mine")
+            })
+    };
+    eventually(&dev, "dev logs `parent Ready` for MySite mine", || {
+        logged(&dev).then_some(())
+    });
+    dev.signal("TERM");
+    let status = dev.wait_exit();
+    assert!(status.success(), "exit {status:?}\n{}", dev.diagnostics());
+}
+
+/// Session 8 new-user trial: `dev --authorization rbac` with a plugin dir
+/// holding only one example's component grants the host that example's RBAC
+/// (it paired the examples and the components found by position, so
+/// `tombstone.wasm` alone got static-site's rules and its Workspace a 403).
+#[test]
+fn dev_rbac_with_only_the_tombstone_component_runs_tombstone() {
+    let work = tempfile::tempdir().unwrap();
+    let plugins = work.path().join("build");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(plugin_path("tombstone"), plugins.join("tombstone.wasm")).unwrap();
+    let kc = work.path().join("kubeconfig");
+    let mut dev = Dev::start_with(work.path(), &plugins, "rbac1", &["--authorization", "rbac"]);
+    banner_of(&mut dev);
+    eventually(&dev, "Workspace team-a Ready", || {
+        ready_uid(&kc, "workspace", "team-a")
+    });
+    dev.signal("TERM");
+    let status = dev.wait_exit();
+    assert!(status.success(), "exit {status:?}\n{}", dev.diagnostics());
+}
+
+/// Session 8 trial: a second `dev` on a busy port (the default 6443, with
+/// another `dev` running) says how to get past it, not only the OS error.
+#[test]
+fn dev_on_a_busy_port_says_port_0_picks_a_free_one() {
+    let work = tempfile::tempdir().unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_wasm-reconciler"))
+        .args(["dev", "--port", &port, "--plugin-dir"])
+        .arg(work.path())
+        .arg("--kubeconfig-out")
+        .arg(work.path().join("kubeconfig"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
+    assert!(stderr.contains("--port 0 picks a free port"), "{stderr}");
 }
 
 /// The StaticSite's `Available` condition: (status, message).

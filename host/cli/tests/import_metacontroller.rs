@@ -116,6 +116,38 @@ fn a_decorator_controller_is_refused_by_kind() {
     assert!(stderr.contains(want.trim()), "{stderr}");
 }
 
+/// Session 8 trial: a file holding a CompositeController and a
+/// DecoratorController (as Metacontroller's examples do) printed nothing at
+/// all; the CompositeController is now printed, the DecoratorController
+/// refused on stderr, and the exit code is non-zero.
+#[test]
+fn a_decorator_controller_beside_a_composite_one_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mixed = dir.path().join("mixed.yaml");
+    let read = |case: &str| {
+        std::fs::read_to_string(cases_dir().join(case).join("compositecontroller.yaml")).unwrap()
+    };
+    std::fs::write(
+        &mixed,
+        format!(
+            "{}\n---\n{}",
+            read("decorator"),
+            read("rolling-and-customize")
+        ),
+    )
+    .unwrap();
+    let out = import(&mixed);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a DecoratorController was imported");
+    assert!(
+        stdout.contains("kind: WasmController"),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let want = std::fs::read_to_string(cases_dir().join("decorator/expected-error.txt")).unwrap();
+    assert!(stderr.contains(want.trim()), "{stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn printed_controllers_are_accepted_by_the_api_server() {
     let env = Env::start().await.expect("API server");

@@ -1,7 +1,7 @@
 //! The integration tests of the `wasm-reconciler` binary as one test binary:
 //! each file here is a module (one link of wasmtime and kube instead of one
 //! per file). Run one file's tests with
-//! `cargo test -p wasm-reconciler --test cli -- cli:: -- FILE::`. A new test file is
+//! `cargo test -p wasm-reconciler --test cli -- FILE::`. A new test file is
 //! added as a `mod` line. Helpers shared by several files are the modules
 //! `run_common`, `request_log` and `real_kube`.
 

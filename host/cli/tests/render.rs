@@ -341,3 +341,52 @@ fn language_ports_pass_the_static_site_golden_tests() {
         }
     }
 }
+
+/// Session 8 trial: `wasm-reconciler test` in a project of `new` (no DIR:
+/// `tests`, rules from `../controller.yaml`, plugin from its
+/// `spec.plugin.path`) names the plugin as the project does, `build/x.wasm`,
+/// not `tests/../build/x.wasm`.
+#[test]
+fn golden_test_in_a_project_names_the_plugin_path_as_written() {
+    let project = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    copy_case(
+        &fixtures().join("static-site/fresh"),
+        &project.path().join("tests/fresh"),
+    );
+    std::fs::create_dir_all(project.path().join("build")).unwrap();
+    std::fs::copy(
+        plugin_path("static-site"),
+        project.path().join("build/site.wasm"),
+    )
+    .unwrap();
+    std::fs::write(
+        project.path().join("controller.yaml"),
+        "apiVersion: wasm-reconciler.dev/v1alpha1\nkind: WasmController\n\
+         metadata: {name: site}\nspec:\n  \
+         parentResource: {apiVersion: examples.wasm-reconciler.dev/v1alpha1, resource: staticsites}\n  \
+         childResources:\n  - {apiVersion: apps/v1, resource: deployments}\n  \
+         - {apiVersion: v1, resource: services}\n  - {apiVersion: v1, resource: configmaps}\n  \
+         plugin: {path: build/site.wasm}\n---\n"
+            .to_string()
+            + &std::fs::read_to_string(workspace_root().join("examples/static-site/crd.yaml")).unwrap(),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_wasm-reconciler"))
+        .current_dir(project.path())
+        .arg("test")
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .output()
+        .expect("cannot run wasm-reconciler");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("1 passed, 0 failed (build/site.wasm)"),
+        "{stdout}"
+    );
+}

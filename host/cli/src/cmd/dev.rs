@@ -114,7 +114,13 @@ async fn serve(args: DevArgs) -> anyhow::Result<ExitCode> {
         ..Default::default()
     })
     .await
-    .context("starting the embedded API server")?;
+    .with_context(|| {
+        format!(
+            "starting the embedded API server on {}:{} (another `dev` or `apiserver` there? \
+             --port 0 picks a free port)",
+            args.bind, args.port
+        )
+    })?;
     let kubeconfig = absolute(&args.kubeconfig_path());
     if let Some(parent) = kubeconfig.parent() {
         std::fs::create_dir_all(parent)
@@ -182,7 +188,18 @@ async fn run_host(
     // The banner is the command's output: stdout, after everything is installed.
     print!(
         "{}",
-        report::banner(&server.url(), kubeconfig, args.data_dir.as_deref())
+        report::banner(
+            &server.url(),
+            kubeconfig,
+            args.data_dir.as_deref(),
+            &report::Installed {
+                examples: &plugins
+                    .iter()
+                    .map(|p| p.controller.clone())
+                    .collect::<Vec<_>>(),
+                samples: !args.no_samples,
+            }
+        )
     );
     tracing::info!(url = %server.url(), "dev cluster running; Ctrl-C to stop");
 

@@ -78,9 +78,21 @@ fn run_metacontroller(args: MetacontrollerArgs) -> anyhow::Result<ExitCode> {
         None => PluginPlacement::ConfigMapIn(args.plugin_namespace),
     };
     let mut out = String::new();
+    // A document that cannot be imported (a DecoratorController) is reported
+    // and the exit code says so, but the others are still printed: one
+    // refused document does not lose the rest of the file.
+    let mut refused = 0;
     for (source, doc) in &controllers {
-        let imported = metacontroller::convert(doc, &kinds, &placement)
-            .with_context(|| format!("importing from {source}"))?;
+        let imported = match metacontroller::convert(doc, &kinds, &placement)
+            .with_context(|| format!("importing from {source}"))
+        {
+            Ok(i) => i,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                refused += 1;
+                continue;
+            }
+        };
         let name = imported
             .controller
             .metadata
@@ -99,5 +111,8 @@ fn run_metacontroller(args: MetacontrollerArgs) -> anyhow::Result<ExitCode> {
         out.push_str(&metacontroller::render(&imported)?);
     }
     print!("{out}");
+    if refused > 0 {
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
 }

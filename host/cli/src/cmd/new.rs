@@ -90,8 +90,16 @@ fn placeholders(name: &str, lang: Lang) -> Vec<(&'static str, String)> {
         Lang::Python => "python",
         Lang::C => "c",
     };
+    // The Rust SDK builds against 0.2.0 (`wit/0.2.0`); the others against 0.1.0.
+    let wit_row = match lang {
+        Lang::Rust => {
+            "| `wit/0.2.0/reconciler.wit` | the contract between host and plugin that the SDK builds against (WIT 0.2.0; `wit/reconciler.wit` is 0.1.0) |"
+        }
+        _ => "| `wit/reconciler.wit` | the contract between host and plugin (WIT 0.1.0) |",
+    };
     vec![
         ("{{name}}", name.to_string()),
+        ("{{wit_row}}", wit_row.to_string()),
         ("{{crate}}", name.replace('-', "_")),
         ("{{kind}}", kind),
         ("{{plural}}", format!("{singular}s")),
@@ -223,6 +231,39 @@ mod tests {
             "a path into this repository is left"
         );
         assert!(files.iter().any(|(p, _)| p == "wit/0.2.0/reconciler.wit"));
+    }
+
+    /// Session 8 trial: the Rust project's README said "WIT 0.1.0" while its
+    /// SDK builds against `wit/0.2.0`.
+    #[test]
+    fn the_readme_names_the_wit_the_project_builds_against() {
+        for lang in [Lang::Rust, Lang::Js, Lang::Python, Lang::C, Lang::Go] {
+            let files = project_files("my-app", lang).unwrap();
+            let text = |p: &str| files.iter().find(|(f, _)| f == p).map(|(_, t)| t.as_str());
+            let readme = text("README.md").unwrap();
+            let row = readme
+                .lines()
+                .find(|l| l.contains("the contract between host and plugin"))
+                .unwrap_or_else(|| panic!("{lang:?}: no WIT row in README"));
+            let wit = row.split('`').nth(1).unwrap();
+            let package = text(wit)
+                .unwrap_or_else(|| panic!("{lang:?}: README names {wit}, not in the project"))
+                .lines()
+                .find_map(|l| l.strip_prefix("package wasm-reconciler:plugin@"))
+                .unwrap()
+                .trim_end_matches(';')
+                .to_string();
+            assert!(row.contains(&format!("(WIT {package}")), "{lang:?}: {row}");
+            if lang == Lang::Rust {
+                assert!(
+                    text("sdk/src/lib.rs").unwrap().contains(&format!(
+                        "path: \"../{}\"",
+                        wit.trim_end_matches("/reconciler.wit")
+                    )),
+                    "the Rust SDK builds against another WIT than {wit}"
+                );
+            }
+        }
     }
 
     #[test]

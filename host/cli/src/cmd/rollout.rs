@@ -223,11 +223,21 @@ pub fn render(wc: &WasmController) -> String {
             s.identical, s.differing, s.failing, s.dropped
         );
         for d in &s.differences {
+            let child = d.child.as_deref().unwrap_or("-");
+            // A child only one version wants has field `(absent)`: say which.
+            if d.field == "(absent)" {
+                let who = if d.candidate.is_some() {
+                    "only the candidate wants it"
+                } else {
+                    "only the active version wants it"
+                };
+                let _ = writeln!(out, "  {}  {child}: {who}", d.parent);
+                continue;
+            }
             let _ = writeln!(
                 out,
-                "  {}  {}  {}: {} -> {}",
+                "  {}  {child}  {}: {} -> {}",
                 d.parent,
-                d.child.as_deref().unwrap_or("-"),
                 d.field,
                 d.active.as_deref().unwrap_or("(absent)"),
                 d.candidate.as_deref().unwrap_or("(absent)")
@@ -260,7 +270,9 @@ mod tests {
                     "migratedReady": 3, "faults": 0, "permanentErrors": 0},
                 "shadow": {"candidateDigest": "sha256:bb", "identical": 5, "differing": 1,
                     "failing": 0, "differences": [{"parent": "ns/p", "child": "ConfigMap ns/p-a",
-                    "field": "data.v", "active": "\"1\"", "candidate": "\"2\""}]}
+                    "field": "data.v", "active": "\"1\"", "candidate": "\"2\""},
+                    {"parent": "ns/q", "child": "Deployment ns/q-d", "field": "(absent)",
+                    "candidate": "\"present\""}]}
             }
         }))
         .unwrap();
@@ -272,6 +284,7 @@ mod tests {
             "4 parents migrated, 3 Ready",
             "shadow      5 identical, 1 differing, 0 failing, 0 dropped",
             "  ns/p  ConfigMap ns/p-a  data.v: \"1\" -> \"2\"",
+            "  ns/q  Deployment ns/q-d: only the candidate wants it\n",
         ] {
             assert!(text.contains(want), "{want:?} not in:\n{text}");
         }

@@ -79,12 +79,22 @@ fn plugin_path(args: &TestArgs, rules: &crate::cmd::render::Rules) -> anyhow::Re
     }
 }
 
+/// The directory above `dir`, without a `..` when `dir` ends in a name
+/// (`tests` → ``), so the paths `test` prints read `build/x.wasm` rather
+/// than `tests/../build/x.wasm`.
+fn parent_dir(dir: &Path) -> PathBuf {
+    match (dir.file_name(), dir.parent()) {
+        (Some(_), Some(parent)) => parent.to_path_buf(),
+        _ => dir.join(".."),
+    }
+}
+
 pub fn run(mut args: TestArgs) -> anyhow::Result<ExitCode> {
     if args.rules.controller.is_none() {
         // A project made by `new` keeps it beside `tests/`.
         args.rules.controller = [
             args.dir.join("controller.yaml"),
-            args.dir.join("../controller.yaml"),
+            parent_dir(&args.dir).join("controller.yaml"),
         ]
         .into_iter()
         .find(|p| p.exists());

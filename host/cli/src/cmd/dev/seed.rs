@@ -119,10 +119,14 @@ pub fn documents(text: &str) -> anyhow::Result<Vec<Value>> {
     Ok(out)
 }
 
-/// The CRDs and WasmControllers `install` applies (for `rbac` to read).
+/// The CRDs and WasmControllers `install` applies (for `rbac` to read): those
+/// of the examples whose component is in `plugins`, each with its own file.
 pub fn manifests(plugins: &[PluginFile]) -> anyhow::Result<Vec<Value>> {
     let mut out = Vec::new();
-    for (e, file) in EXAMPLES.iter().zip(plugins) {
+    for e in EXAMPLES {
+        let Some(file) = plugins.iter().find(|f| f.controller == e.name) else {
+            continue;
+        };
         out.extend(documents(e.crd)?);
         for wc in documents(e.controller)? {
             out.push(with_local_plugin(wc, &file.path)?);
@@ -142,31 +146,6 @@ pub fn with_local_plugin(mut controller: Value, path: &Path) -> anyhow::Result<V
     plugin.remove("sha256");
     plugin.insert("path".into(), json!(path.display().to_string()));
     Ok(controller)
-}
-
-/// The parent resources of the examples (from their CRDs), for the reporter.
-pub fn parent_resources() -> anyhow::Result<Vec<ApiResource>> {
-    let mut out = Vec::new();
-    for e in EXAMPLES {
-        for crd in documents(e.crd)? {
-            let crd: CustomResourceDefinition =
-                serde_json::from_value(crd).context("example CRD")?;
-            let version = crd
-                .spec
-                .versions
-                .first()
-                .map(|v| v.name.clone())
-                .context("example CRD without a version")?;
-            out.push(ApiResource {
-                api_version: format!("{}/{version}", crd.spec.group),
-                group: crd.spec.group,
-                version,
-                kind: crd.spec.names.kind,
-                plural: crd.spec.names.plural,
-            });
-        }
-    }
-    Ok(out)
 }
 
 /// Installs CRDs, WasmControllers and (with `samples`) the sample parents.
