@@ -197,6 +197,30 @@ async fn clocks_are_frozen_and_randomness_is_constant() {
     );
 }
 
+/// A fresh instance per call, even though the host reuses one memory slot
+/// and resets only the pages a call dirtied (`PAGEMAP_SCAN` where the kernel
+/// has it): statics a call changed are back to their initial values.
+#[tokio::test]
+async fn nothing_a_call_writes_survives_into_the_next() {
+    // One instance slot: every call reuses the same memory.
+    let rt = PluginRuntime::new(RuntimeConfig {
+        cache_dir: None,
+        max_instances: 1,
+        max_memory_bytes: 128 << 20,
+    })
+    .unwrap();
+    let plugin = rt.load(&plugin_bytes("adversarial")).unwrap();
+    for call in 0..5 {
+        let status = plugin
+            .reconcile(&request(json!({ "mode": "remember" })), &limits())
+            .await
+            .unwrap()
+            .status
+            .unwrap();
+        assert_eq!(status, json!({ "calls": 0, "mark": 0x5eed }), "call {call}");
+    }
+}
+
 #[tokio::test]
 async fn log_and_output_floods_are_capped_not_fatal() {
     let status = probe("log-spam").await;

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::RuntimeConfig;
 use crate::error::RuntimeError;
@@ -26,8 +26,8 @@ const MEMORIES_PER_COMPONENT: u32 = 4;
 const TABLES_PER_COMPONENT: u32 = 8;
 /// Bytes of each reused linear memory kept resident between calls. On Linux
 /// 6.7 and later wasmtime finds the pages a call dirtied with `PAGEMAP_SCAN`
-/// and resets only those; older kernels memset this many bytes (at most the
-/// memory's size) per call, so it stays moderate.
+/// (turned on below) and resets only those; older kernels memset this many
+/// bytes (at most the memory's size) per call, so it stays moderate.
 const KEEP_RESIDENT_BYTES: usize = 4 << 20;
 
 /// Whether an engine compiles fuel accounting into the plugin code.
@@ -60,7 +60,14 @@ pub(crate) fn build(config: &RuntimeConfig, metering: Metering) -> Result<Engine
         // whole working set back in on every call.
         .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
         .table_keep_resident(64 << 10)
-        .async_stack_keep_resident(64 << 10);
+        .async_stack_keep_resident(64 << 10)
+        // Reset only the pages a call dirtied (Linux >= 6.7; elsewhere the
+        // memset above). wasmtime 48 leaves it off by default, so every call
+        // used to memset its whole linear memory (~1 MiB for static-site: the
+        // guest's stack alone is 1 MiB) when its store was dropped: the
+        // instruction gate's plugin-call count halved with it on
+        // (docs/benchmarks.md, "Plugin call cost (item 3), session 8").
+        .pagemap_scan(Enabled::Auto);
 
     let mut wasm = Config::new();
     wasm.wasm_component_model(true)

@@ -18,6 +18,7 @@
 //! | `permanent` / `transient` | returns that error |
 //! | `flaky` | the chaos suite's healthy logic: one ConfigMap per `spec.keys`, transient failure on `config.failPercent` % of calls ([`chaos`]) |
 //! | `hostile` | the chaos suite's hostile logic: per call one of loop, memory bomb, trap, oversized or invalid output, or a plain child |
+//! | `remember` | reports, then changes, a zero-initialised and a non-zero-initialised static: a later call that sees the change would break "a fresh instance per call" |
 //! | `echo` | returns the parent's `spec.response` as is (children, conditions, status): the shared invalid-output fixtures (`tests/fixtures/invalid-output`) |
 //!
 //! It implements the generated `Guest` trait directly (not the SDK's
@@ -176,6 +177,20 @@ pub fn run(request: &ReconcileRequest) -> Result<ReconcileResponse, ReconcileErr
         "transient" => Err(ReconcileError::Transient(detail("NotReady", "try later"))),
         "flaky" => chaos::flaky(request, &config),
         "hostile" => chaos::hostile(request, &config),
+        "remember" => {
+            use std::sync::atomic::{AtomicU64, Ordering};
+            // One in .bss, one in .data (the memory image): both must read
+            // their initial values in every call, however often the host
+            // reuses the memory slot.
+            static CALLS: AtomicU64 = AtomicU64::new(0);
+            static MARK: AtomicU64 = AtomicU64::new(0x5eed);
+            let calls = CALLS.fetch_add(1, Ordering::Relaxed);
+            let mark = MARK.swap(calls + 1, Ordering::Relaxed);
+            Ok(response(
+                vec![],
+                Some(json!({ "calls": calls, "mark": mark })),
+            ))
+        }
         "echo" => Ok(echo(request)),
         other => Err(ReconcileError::Permanent(detail(
             "UnknownMode",
@@ -248,6 +263,19 @@ mod tests {
             config: Some(config.into()),
             now: "2026-01-01T00:00:00Z".into(),
         }
+    }
+
+    #[test]
+    fn remember_mode_sees_what_an_earlier_call_in_the_same_process_wrote() {
+        // Natively nothing resets the statics: the second call sees the
+        // first one's writes, which is what the mode detects in a component.
+        let status = |out: ReconcileResponse| -> Value {
+            serde_json::from_str(out.status.as_deref().unwrap()).unwrap()
+        };
+        let first = status(run(&req(r#"{"mode":"remember"}"#)).unwrap());
+        let second = status(run(&req(r#"{"mode":"remember"}"#)).unwrap());
+        assert_eq!(first, json!({ "calls": 0, "mark": 0x5eed }));
+        assert_eq!(second, json!({ "calls": 1, "mark": 1 }));
     }
 
     #[test]

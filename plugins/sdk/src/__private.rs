@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use crate::bindings::wasm_reconciler::plugin::types as wit;
 use crate::{
-    ConditionStatus, Customize, CustomizeRequest, Error, EventType, Reconciler, Related, Request,
-    Response,
+    Children, ConditionStatus, Customize, CustomizeRequest, Error, EventType, Reconciler, Related,
+    Request, Response,
 };
 
 /// The plugin's declarations, for the `info` export.
@@ -77,12 +77,12 @@ fn parse(text: &str, what: impl FnOnce() -> String) -> Result<Value, Error> {
 pub fn parse_request(req: wit::ReconcileRequest) -> Result<Request, Error> {
     Ok(Request {
         parent: parse(&req.parent, || "parent".into())?,
-        children: req
-            .children
-            .iter()
-            .enumerate()
-            .map(|(i, c)| parse(c, || format!("children[{i}]")))
-            .collect::<Result<_, _>>()?,
+        children: Children::from_texts(req.children).map_err(|(i, e)| {
+            Error::permanent(
+                "InvalidRequest",
+                format!("children[{i}] is not valid JSON: {e}"),
+            )
+        })?,
         related: req
             .related
             .iter()
@@ -276,6 +276,15 @@ mod tests {
     fn dispatch_maps_errors() {
         match dispatch::<Echo>(wit_request("{}", true)) {
             Err(wit::ReconcileError::Transient(d)) => assert_eq!(d.reason, "Later"),
+            other => panic!("unexpected {other:?}"),
+        }
+        let mut bad_child = wit_request("{}", false);
+        bad_child.children.push("{\"kind\": ".into());
+        match dispatch::<Echo>(bad_child) {
+            Err(wit::ReconcileError::Permanent(d)) => {
+                assert_eq!(d.reason, "InvalidRequest");
+                assert!(d.message.contains("children[1]"), "{}", d.message);
+            }
             other => panic!("unexpected {other:?}"),
         }
         match dispatch::<Echo>(wit_request("{nope", false)) {

@@ -72,7 +72,7 @@ pub use error::Error;
 pub use log::{LogLevel, log};
 pub use names::{child_name, content_hash, is_dns1123_label};
 pub use object::{Meta, annotate, find, label, object};
-pub use request::{Related, Request};
+pub use request::{Children, ChildrenIter, Related, Request};
 pub use response::{Condition, ConditionStatus, Event, EventType, Response};
 pub use serde_json::{self, Value, json};
 

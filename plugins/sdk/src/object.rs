@@ -27,14 +27,16 @@ impl Meta for Value {
     fn kind(&self) -> Option<&str> {
         self.get("kind")?.as_str()
     }
+    // `get` chains rather than `Value::pointer`, which allocates two
+    // `String`s per path segment to unescape it.
     fn name(&self) -> Option<&str> {
-        self.pointer("/metadata/name")?.as_str()
+        self.get("metadata")?.get("name")?.as_str()
     }
     fn namespace(&self) -> Option<&str> {
-        self.pointer("/metadata/namespace")?.as_str()
+        self.get("metadata")?.get("namespace")?.as_str()
     }
     fn generation(&self) -> Option<i64> {
-        self.pointer("/metadata/generation")?.as_i64()
+        self.get("metadata")?.get("generation")?.as_i64()
     }
     fn label(&self, key: &str) -> Option<&str> {
         self.get("metadata")?.get("labels")?.get(key)?.as_str()

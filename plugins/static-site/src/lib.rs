@@ -106,7 +106,8 @@ fn observed_available(req: &Request, deployment_name: &str) -> Option<i64> {
     let deployment = req.child("Deployment", deployment_name)?;
     Some(
         deployment
-            .pointer("/status/availableReplicas")
+            .get("status")
+            .and_then(|status| status.get("availableReplicas"))
             .and_then(Value::as_i64)
             .unwrap_or(0),
     )

@@ -58,7 +58,7 @@ fn content_change_changes_the_pod_template_and_emits_an_event() {
     let mut req = Request::new(parent(
         json!({ "image": "x", "content": { "a.html": "2" } }),
     ));
-    req.children = vec![a.children[0].clone()];
+    req.children = vec![a.children[0].clone()].into();
     let b = run(&req).unwrap();
     let hash = |r: &Response| {
         r.children[1]["spec"]["template"]["metadata"]["annotations"][CONTENT_HASH_ANNOTATION]
@@ -68,7 +68,7 @@ fn content_change_changes_the_pod_template_and_emits_an_event() {
     assert_eq!(b.events.len(), 1);
     assert_eq!(b.events[0].reason, "ContentChanged");
     // Same content observed again: no event.
-    req.children = vec![b.children[0].clone()];
+    req.children = vec![b.children[0].clone()].into();
     assert!(run(&req).unwrap().events.is_empty());
 }
 
@@ -77,7 +77,8 @@ fn availability_follows_the_observed_deployment() {
     let mut req = Request::new(parent(json!({ "image": "x", "replicas": 2 })));
     req.children = vec![
         json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "web" }, "status": { "availableReplicas": 1 } }),
-    ];
+    ]
+    .into();
     let resp = run(&req).unwrap();
     assert_eq!(resp.conditions[0].status, ConditionStatus::False);
     assert_eq!(resp.conditions[0].message, "1/2 replicas available");

@@ -19,7 +19,7 @@ fn finalizing(children: Vec<Value>) -> Request {
     p["metadata"]["deletionTimestamp"] = json!("2026-02-01T00:00:00Z");
     let mut req = Request::new(p);
     req.finalizing = true;
-    req.children = children;
+    req.children = children.into();
     req.now = "2026-02-01T00:00:10Z".into();
     req
 }

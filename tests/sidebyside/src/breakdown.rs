@@ -138,7 +138,7 @@ pub async fn measure(sample: &Sample, wasm: &Path, iterations: usize) -> Result<
     }
     let sdk_req = wr_plugin_sdk::Request {
         parent: req.parent.clone(),
-        children: req.children.clone(),
+        children: req.children.clone().into(),
         related: vec![],
         finalizing: false,
         config: req.config.clone(),

@@ -28,7 +28,7 @@ pub struct LogicError {
 pub fn reconcile(req: ReconcileRequest) -> Result<ReconcileResponse, LogicError> {
     let sdk_req = wr_plugin_sdk::Request {
         parent: req.parent,
-        children: req.children,
+        children: req.children.into(),
         related: req
             .related
             .into_iter()
