@@ -265,7 +265,8 @@ mod tests {
         // same stream hashed in one piece (a child larger than the buffer
         // included) gives the same hash.
         let mut r = req();
-        r.children.push(json!({"data": {"big": "x\"y".repeat(5000)}}));
+        r.children
+            .push(json!({"data": {"big": "x\"y".repeat(5000)}}));
         let mut text = b"wasm-reconciler memo v1\0sha256:a\0parent\0".to_vec();
         text.extend(serde_json::to_vec(&r.parent).unwrap());
         text.extend(b"\0children\0");
