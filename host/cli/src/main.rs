@@ -8,6 +8,12 @@ use clap::{Parser, Subcommand};
 mod cmd;
 mod logging;
 
+/// mimalloc: the host builds and drops many small JSON trees per reconcile,
+/// and its per-thread free lists cost fewer instructions than glibc's malloc
+/// for that (docs/benchmarks.md, "Host CPU per reconcile, session 8").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Kubernetes operator host that runs reconcile logic as sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
 #[command(name = "wasm-reconciler", version, about, long_about = None)]

@@ -329,9 +329,15 @@ impl Controller {
     fn start(v: Variant, url: &str, hook: Option<&Proc>, opts: &Opts) -> Result<Proc> {
         let wrap = controller_wrapper();
         match v {
-            Variant::Native => Proc::spawn_wrapped(&wrap, &["controller", "native", "--api", url]),
+            // A kube-rs controller runs on the system allocator by default.
+            Variant::Native => Proc::spawn_wrapped(
+                &wrap,
+                &[(crate::alloc::ENV, "system")],
+                &["controller", "native", "--api", url],
+            ),
             Variant::Wasm => Proc::spawn_wrapped(
                 &wrap,
+                &[],
                 &[
                     "controller",
                     "wasm",
@@ -350,6 +356,7 @@ impl Controller {
                 };
                 Proc::spawn_wrapped(
                     &wrap,
+                    &[],
                     &[
                         "controller",
                         "webhook",

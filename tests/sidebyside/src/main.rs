@@ -10,6 +10,7 @@
 //! and peak RSS are per variant. Writes `sidebyside.json`, `sidebyside.md`
 //! and `sidebyside.svg` into `--out`.
 
+mod alloc;
 mod apitime;
 mod bench;
 mod breakdown;
@@ -27,6 +28,9 @@ mod svg;
 mod track;
 
 use std::path::PathBuf;
+
+#[global_allocator]
+static GLOBAL: alloc::Chosen = alloc::Chosen;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};

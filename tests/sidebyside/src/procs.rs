@@ -24,12 +24,13 @@ pub struct Proc {
 impl Proc {
     /// Starts `current_exe args...` and waits for its first line.
     pub fn spawn(args: &[&str]) -> Result<Self> {
-        Self::spawn_wrapped(&[], args)
+        Self::spawn_wrapped(&[], &[], args)
     }
 
     /// Like [`Proc::spawn`], run under `wrapper` (a command and its
-    /// arguments, e.g. `valgrind --tool=callgrind`) when it is not empty.
-    pub fn spawn_wrapped(wrapper: &[String], args: &[&str]) -> Result<Self> {
+    /// arguments, e.g. `valgrind --tool=callgrind`) when it is not empty,
+    /// with `envs` added to its environment.
+    pub fn spawn_wrapped(wrapper: &[String], envs: &[(&str, &str)], args: &[&str]) -> Result<Self> {
         // `SIDEBYSIDE_CHILD_EXE`: run the children from another build of
         // this binary (a profile of the host before and after a change,
         // driven by the same bench).
@@ -47,6 +48,7 @@ impl Proc {
         };
         let mut child = cmd
             .args(args)
+            .envs(envs.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

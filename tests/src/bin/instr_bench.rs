@@ -44,6 +44,11 @@ use wr_engine::validate::DeclaredKind;
 use wr_runtime::{CallLimits, ReconcileRequest, ReconcileResponse};
 use wr_tests::plugins::{plugin_bytes, plugin_target_dir, workspace_root};
 
+/// The allocator of the `wasm-reconciler` binary, so the count is of the host
+/// as shipped (malloc and free are a large share of the reconcile path).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Fails the gate: more than this fraction above the baseline.
 const TOLERANCE: f64 = 0.10;
 const WORKLOADS: [&str; 2] = ["reconcile-path", "plugin-call"];

@@ -36,6 +36,7 @@
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::io::Write;
 use wr_runtime::{ContractVersion, PluginInfo, ReconcileRequest};
 
 use crate::apply::ChildAction;
@@ -95,26 +96,37 @@ pub struct InputsHash(pub [u8; 32]);
 /// objects only costs a miss, never a wrong skip.
 pub fn inputs_hash(digest: &str, req: &ReconcileRequest) -> InputsHash {
     let mut h = Sha256::new();
-    // Field by field with separators, so no two requests share a byte stream.
-    h.update(b"wasm-reconciler memo v1\0");
-    h.update(digest.as_bytes());
-    h.update(b"\0parent\0");
-    hash_json(&mut h, &req.parent);
-    h.update(b"\0children\0");
-    hash_json(&mut h, &req.children);
-    h.update(b"\0related\0");
-    hash_json(&mut h, &req.related);
-    h.update(if req.finalizing { b"\0f1" } else { b"\0f0" });
-    h.update(b"\0config\0");
-    hash_json(&mut h, &req.config);
+    {
+        // Buffered: serde_json writes many tiny pieces, SHA-256 costs per call.
+        let mut w = crate::diff::hash_buffer(&mut h);
+        // Field by field with separators, so no two requests share a byte stream.
+        put(&mut w, b"wasm-reconciler memo v1\0");
+        put(&mut w, digest.as_bytes());
+        put(&mut w, b"\0parent\0");
+        hash_json(&mut w, &req.parent);
+        put(&mut w, b"\0children\0");
+        hash_json(&mut w, &req.children);
+        put(&mut w, b"\0related\0");
+        hash_json(&mut w, &req.related);
+        put(&mut w, if req.finalizing { b"\0f1" } else { b"\0f0" });
+        put(&mut w, b"\0config\0");
+        hash_json(&mut w, &req.config);
+        // Flushing into a hasher cannot fail.
+        let _ = w.flush();
+    }
     InputsHash(h.finalize().into())
 }
 
-fn hash_json<T: Serialize>(h: &mut Sha256, v: &T) {
+fn put(w: &mut impl Write, bytes: &[u8]) {
+    // Writing into a buffer in front of a hasher cannot fail.
+    let _ = w.write_all(bytes);
+}
+
+fn hash_json<T: Serialize>(w: &mut impl Write, v: &T) {
     // Writing into a hasher cannot fail; a value that does not serialise
     // (impossible for JSON values) would hash as a marker and only cost a miss.
-    if serde_json::to_writer(&mut *h, v).is_err() {
-        h.update(b"\0unserialisable\0");
+    if serde_json::to_writer(&mut *w, v).is_err() {
+        put(w, b"\0unserialisable\0");
     }
 }
 
@@ -245,6 +257,26 @@ mod tests {
             change(&mut r);
             assert_ne!(inputs_hash("sha256:a", &r), base, "change {i}");
         }
+    }
+
+    #[test]
+    fn rule13_2_the_buffered_hash_is_the_hash_of_the_whole_byte_stream() {
+        // The buffer in front of SHA-256 changes the cost, not the bytes: the
+        // same stream hashed in one piece (a child larger than the buffer
+        // included) gives the same hash.
+        let mut r = req();
+        r.children
+            .push(json!({"data": {"big": "x\"y".repeat(5000)}}));
+        let mut text = b"wasm-reconciler memo v1\0sha256:a\0parent\0".to_vec();
+        text.extend(serde_json::to_vec(&r.parent).unwrap());
+        text.extend(b"\0children\0");
+        text.extend(serde_json::to_vec(&r.children).unwrap());
+        text.extend(b"\0related\0");
+        text.extend(serde_json::to_vec(&r.related).unwrap());
+        text.extend(b"\0f0\0config\0");
+        text.extend(serde_json::to_vec(&r.config).unwrap());
+        let whole: [u8; 32] = Sha256::digest(&text).into();
+        assert_eq!(inputs_hash("sha256:a", &r), InputsHash(whole));
     }
 
     fn answer(actions: Vec<ChildAction>) -> Answer {
