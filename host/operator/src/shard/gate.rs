@@ -186,13 +186,16 @@ impl Admission for ShardGate {
 }
 
 /// Follows the membership's views until their sender is gone: sets each on
-/// `gate`, drains and acknowledges every new map, and calls `settled` when a
-/// map settles with what it gained (the caller re-enqueues those parents).
-/// `fenced` mirrors the view's fence for the caller.
-pub async fn follow(
+/// `gate`, drains every new map, narrows the caches to the map's buckets
+/// (`narrow`: resolves once the buckets gained are listed and the lost ones
+/// have left), then acknowledges it, and calls `settled` when a map settles
+/// with what it gained (the caller re-enqueues those parents). `fenced`
+/// mirrors the view's fence for the caller.
+pub async fn follow<N: Future<Output = ()>>(
     gate: ShardGate,
     mut views: watch::Receiver<ShardView>,
     ack: Acknowledger,
+    narrow: impl Fn(Vec<u32>) -> N,
     settled: impl Fn(Gained),
     metrics: Option<ShardMetrics>,
     fenced: watch::Sender<bool>,
@@ -217,11 +220,17 @@ pub async fn follow(
         {
             let waiting = gate.lost_in_flight();
             gate.drained().await;
+            // Nothing of a lost bucket runs now, so its objects may leave
+            // the caches; what the map gives is in them before the ack.
+            let buckets = view.watched_buckets();
+            let watched = buckets.len();
+            narrow(buckets).await;
             ack.acknowledge(n);
             tracing::info!(
                 epoch = n,
                 waited_for = waiting,
-                "drained; acknowledged the shard map"
+                buckets = watched,
+                "drained and listed the map's buckets; acknowledged the shard map"
             );
         }
         if view.settled && !was_settled {
