@@ -34,8 +34,8 @@ use tokio::sync::watch;
 
 use crate::admission::Admission;
 use crate::apply::controller_uid;
-pub use narrow::Use;
 use crate::queue::ObjectKey;
+pub use narrow::Use;
 use store::{Entry, Store};
 
 /// Objects per page of a (re)list. kube-runtime's default too, stated here

@@ -85,7 +85,10 @@ pub fn label_child(child: &mut Value, parent: &ObjectKey) {
         .entry("labels")
         .or_insert_with(|| Value::Object(Default::default()));
     if let Some(l) = labels.as_object_mut() {
-        l.insert(LABEL.into(), Value::String(label_value(bucket_of_key(parent))));
+        l.insert(
+            LABEL.into(),
+            Value::String(label_value(bucket_of_key(parent))),
+        );
     }
 }
 

@@ -314,6 +314,68 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_new_map_is_acknowledged_only_after_its_buckets_are_listed() {
+        let gate = ShardGate::new("a");
+        let mut first = ShardView::new("a");
+        first.fenced = false;
+        first.read(Epoch {
+            number: 1,
+            members: vec!["a".into(), "b".into()],
+        });
+        let (views_tx, views) = watch::channel(first.clone());
+        let (ack_tx, mut acks) = watch::channel(0u64);
+        let (listed_tx, listed_rx) = tokio::sync::oneshot::channel::<()>();
+        let listed_rx = std::sync::Mutex::new(Some(listed_rx));
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let asked2 = asked.clone();
+        let (fenced, _f) = watch::channel(true);
+        let following = tokio::spawn(follow(
+            gate,
+            views,
+            Acknowledger::to(ack_tx),
+            move |buckets: Vec<u32>| {
+                asked2.lock().unwrap().push(buckets);
+                let rx = listed_rx.lock().unwrap().take();
+                async move {
+                    if let Some(rx) = rx {
+                        let _ = rx.await;
+                    }
+                }
+            },
+            |_| {},
+            None,
+            fenced,
+        ));
+        // The caches are asked for exactly this member's buckets of map 1 …
+        tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while asked.lock().unwrap().is_empty() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("follow narrows the caches");
+        assert_eq!(asked.lock().unwrap()[0], first.watched_buckets());
+        assert!(!first.watched_buckets().is_empty());
+        // … and map 1 is not acknowledged while that list is running.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert_eq!(
+            *acks.borrow(),
+            0,
+            "acknowledged before the buckets were listed"
+        );
+        listed_tx.send(()).expect("narrowing waits");
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            acks.wait_for(|n| *n == 1),
+        )
+        .await
+        .expect("acknowledged once listed")
+        .expect("ack channel");
+        drop(views_tx);
+        let _ = following.await;
+    }
+
+    #[tokio::test]
     async fn a_lost_key_in_flight_holds_the_drain_until_its_reconcile_ends() {
         let gate = ShardGate::new("a");
         assert!(gate.enter("c", &keys()[0]).is_none(), "fenced: nothing");

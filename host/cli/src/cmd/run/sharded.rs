@@ -152,7 +152,11 @@ pub(super) async fn serve(args: RunArgs, group: String) -> anyhow::Result<ExitCo
                     let (h, m) = (h.clone(), m.clone());
                     async move {
                         h.narrow_to(&buckets).await;
-                        let n = if narrow { buckets.len() } else { BUCKETS as usize };
+                        let n = if narrow {
+                            buckets.len()
+                        } else {
+                            BUCKETS as usize
+                        };
                         m.watched_buckets(n);
                     }
                 }
