@@ -350,3 +350,67 @@ fn a_fenced_replica_drains_and_rejoins_instead_of_exiting() -> Result<()> {
     );
     Ok(())
 }
+
+/// A parent whose bucket label a user set to another valid bucket sits in
+/// the cache of that bucket's owner (not necessarily its own): the label is
+/// put back to the parent's bucket, and every replica again caches exactly
+/// what it owns. No writer check here: the correction is the one write a
+/// non-owner may make to a parent (docs/benchmarks.md, "Per-replica cache").
+#[test]
+fn a_wrong_bucket_label_is_corrected() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let cluster = cluster_with_log(dir.path())?;
+    let kc = cluster.kubeconfig.clone();
+    install_example(&kc, dir.path(), true)?;
+    apply_parents(&kc, dir.path(), 1)?;
+    let (_a, a_url) = run(&kc, "run-a", SHARD)?;
+    let (_b, b_url) = run(&kc, "run-b", SHARD)?;
+    converge(&kc, 1, "every parent converged by two replicas")?;
+    shares(&[&a_url, &b_url])?;
+    let label = |name: &str| -> Result<u32> {
+        let v = kubectl(
+            &kc,
+            &[
+                "-n",
+                &test_ns(),
+                "get",
+                SITE_RESOURCE,
+                name,
+                "-o",
+                "jsonpath={.metadata.labels.wasm-reconciler\\.dev/shard-bucket}",
+            ],
+        )?;
+        v.trim()
+            .parse()
+            .with_context(|| format!("{name}: bucket label {v:?}"))
+    };
+    let mut wrong = Vec::new();
+    for (i, shift) in [(0, 1), (1, 21), (2, 42)] {
+        let name = parent_name(i);
+        let right = label(&name)?;
+        let bad = (right + shift) % 64;
+        kubectl(
+            &kc,
+            &[
+                "-n",
+                &test_ns(),
+                "label",
+                "--overwrite",
+                SITE_RESOURCE,
+                &name,
+                &format!("wasm-reconciler.dev/shard-bucket={bad}"),
+            ],
+        )?;
+        wrong.push((name, right));
+    }
+    eventually("the wrong bucket labels to be corrected", 60, || {
+        wrong
+            .iter()
+            .all(|(n, right)| label(n).ok() == Some(*right))
+            .then_some(())
+    })?;
+    caches_hold_shares(&[&a_url, &b_url])?;
+    apply_parents(&kc, dir.path(), 2)?;
+    converge(&kc, 2, "the edit converged after the corrections")?;
+    Ok(())
+}

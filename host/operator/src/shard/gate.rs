@@ -219,12 +219,28 @@ pub async fn follow<N: Future<Output = ()>>(
             && !view.fenced
         {
             let waiting = gate.lost_in_flight();
-            gate.drained().await;
-            // Nothing of a lost bucket runs now, so its objects may leave
-            // the caches; what the map gives is in them before the ack.
             let buckets = view.watched_buckets();
             let watched = buckets.len();
-            narrow(buckets).await;
+            let handover = async {
+                gate.drained().await;
+                // Nothing of a lost bucket runs now, so its objects may
+                // leave the caches; what the map gives is in them before
+                // the ack.
+                narrow(buckets).await;
+            };
+            // A list can wait as long as the API server is unreachable, and
+            // so can the renewals: a fence that comes meanwhile must reach
+            // the gate at once (it admits nothing), not after the list.
+            let fenced_meanwhile = tokio::select! {
+                () = handover => false,
+                r = views.wait_for(|v| v.fenced) => match r {
+                    Ok(_) => true,
+                    Err(_) => return,
+                },
+            };
+            if fenced_meanwhile {
+                continue;
+            }
             ack.acknowledge(n);
             tracing::info!(
                 epoch = n,
@@ -373,6 +389,43 @@ mod tests {
         .expect("ack channel");
         drop(views_tx);
         let _ = following.await;
+    }
+
+    #[tokio::test]
+    async fn a_fence_while_listing_reaches_the_caller_and_nothing_is_acknowledged() {
+        let mut first = ShardView::new("a");
+        first.fenced = false;
+        first.read(Epoch {
+            number: 1,
+            members: vec!["a".into()],
+        });
+        let (views_tx, views) = watch::channel(first.clone());
+        let (ack_tx, acks) = watch::channel(0u64);
+        let (fenced_tx, mut fenced) = watch::channel(true);
+        let following = tokio::spawn(follow(
+            ShardGate::new("a"),
+            views,
+            Acknowledger::to(ack_tx),
+            // The list never completes (an unreachable API server).
+            |_: Vec<u32>| std::future::pending::<()>(),
+            |_| {},
+            None,
+            fenced_tx,
+        ));
+        let within = std::time::Duration::from_secs(5);
+        tokio::time::timeout(within, fenced.wait_for(|f| !*f))
+            .await
+            .expect("unfenced first")
+            .expect("fence channel");
+        let mut cut_off = first.clone();
+        cut_off.fenced = true;
+        views_tx.send_replace(cut_off);
+        tokio::time::timeout(within, fenced.wait_for(|f| *f))
+            .await
+            .expect("the fence is not held up by the list")
+            .expect("fence channel");
+        assert_eq!(*acks.borrow(), 0, "acknowledged a map it never listed");
+        following.abort();
     }
 
     #[tokio::test]
