@@ -17,6 +17,11 @@
 //! streaming lists) and a relist buffers encoded objects — only those that
 //! changed — so no decoded copy of a whole list is ever held.
 //!
+//! A sharded `run` narrows parent and child caches to its shard buckets
+//! ([`CacheRegistry::narrowed`], [`narrow`]): their watch carries a label
+//! selector, and a new selector restarts it with a fresh list, applied like
+//! a relist (objects of lost buckets leave as deletions).
+//!
 //! Caches are reference counted: the [`CacheRegistry`] holds weak references and
 //! a cache's watch task stops when the last controller holding it is stopped.
 
