@@ -109,6 +109,54 @@ fn shares(urls: &[&str]) -> Result<Vec<f64>> {
     })
 }
 
+/// Objects of `kind` in a replica's cache (`-1` when not exported).
+fn cached(url: &str, kind: &str) -> f64 {
+    sample(
+        url,
+        &format!("wasm_reconciler_cache_objects{{kind=\"{kind}\"}}"),
+    )
+    .unwrap_or(-1.0)
+}
+
+/// Waits until each replica caches exactly the parents it owns, and the
+/// children of those (narrowed to its shard buckets; a shared watch would
+/// cache all of them in every replica), together every parent once.
+fn caches_hold_shares(urls: &[&str]) -> Result<()> {
+    eventually("each replica to cache only its share", 60, || {
+        let owned: Vec<f64> = urls.iter().map(|u| owned(u)).collect();
+        let sites: Vec<f64> = urls.iter().map(|u| cached(u, "StaticSite")).collect();
+        let deps: Vec<f64> = urls.iter().map(|u| cached(u, "Deployment")).collect();
+        let all = (PARENTS + 1) as f64;
+        (sites == owned && deps == owned && sites.iter().sum::<f64>() == all).then_some(())
+    })
+    .with_context(|| {
+        let per = |k: &str| urls.iter().map(|u| cached(u, k)).collect::<Vec<_>>();
+        format!(
+            "owned {:?}, cached StaticSites {:?}, Deployments {:?}",
+            urls.iter().map(|u| owned(u)).collect::<Vec<_>>(),
+            per("StaticSite"),
+            per("Deployment")
+        )
+    })
+}
+
+/// Parents without the shard bucket label (they were created without it).
+fn unlabelled(kc: &Path) -> Result<String> {
+    kubectl(
+        kc,
+        &[
+            "-n",
+            &test_ns(),
+            "get",
+            SITE_RESOURCE,
+            "-l",
+            "!wasm-reconciler.dev/shard-bucket",
+            "-o",
+            "name",
+        ],
+    )
+}
+
 #[test]
 fn replicas_share_parents_and_never_write_one_at_the_same_time() -> Result<()> {
     let dir = tempfile::tempdir()?;
@@ -121,6 +169,13 @@ fn replicas_share_parents_and_never_write_one_at_the_same_time() -> Result<()> {
     let (mut b, b_url) = run(&kc, "run-b", SHARD)?;
     converge(&kc, 1, "every parent converged by two replicas")?;
     shares(&[&a_url, &b_url])?;
+    // The parents were created without a bucket label: the replicas
+    // labelled them, and each caches only its share.
+    ensure!(
+        unlabelled(&kc)?.trim().is_empty(),
+        "parents left unlabelled"
+    );
+    caches_hold_shares(&[&a_url, &b_url])?;
 
     // Join: run-c takes its share; an edit lands on all three.
     let gained = |url: &str| sample(url, "wasm_reconciler_shard_gained_parents_total");
@@ -143,8 +198,26 @@ fn replicas_share_parents_and_never_write_one_at_the_same_time() -> Result<()> {
         .is_some_and(|n| n >= 2.0),
         "run-a recorded fewer than two handovers (its first map, run-c's join)"
     );
+    caches_hold_shares(&[&a_url, &b_url, &c_url])?;
+    // A user removes the label of a parent: it leaves every narrowed cache,
+    // and its owner labels it again, so the edit below still reaches it.
+    kubectl(
+        &kc,
+        &[
+            "-n",
+            &test_ns(),
+            "label",
+            SITE_RESOURCE,
+            &parent_name(0),
+            "wasm-reconciler.dev/shard-bucket-",
+        ],
+    )?;
     apply_parents(&kc, dir.path(), 2)?;
     converge(&kc, 2, "the edit converged by three replicas")?;
+    ensure!(
+        unlabelled(&kc)?.trim().is_empty(),
+        "an unlabelled parent was not labelled again"
+    );
     // A join only takes parents away from run-a and run-b: they re-run
     // nothing they kept (run-c's gains came from its cache's first list or
     // from this re-enqueue, whichever was first).
@@ -275,5 +348,69 @@ fn a_fenced_replica_drains_and_rejoins_instead_of_exiting() -> Result<()> {
         "fenced and rejoined: {} parents changed writer {} times over {} maps; writes {:?}",
         stats.parents_moved, stats.switches, stats.maps, stats.writes
     );
+    Ok(())
+}
+
+/// A parent whose bucket label a user set to another valid bucket sits in
+/// the cache of that bucket's owner (not necessarily its own): the label is
+/// put back to the parent's bucket, and every replica again caches exactly
+/// what it owns. No writer check here: the correction is the one write a
+/// non-owner may make to a parent (docs/benchmarks.md, "Per-replica cache").
+#[test]
+fn a_wrong_bucket_label_is_corrected() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let cluster = cluster_with_log(dir.path())?;
+    let kc = cluster.kubeconfig.clone();
+    install_example(&kc, dir.path(), true)?;
+    apply_parents(&kc, dir.path(), 1)?;
+    let (_a, a_url) = run(&kc, "run-a", SHARD)?;
+    let (_b, b_url) = run(&kc, "run-b", SHARD)?;
+    converge(&kc, 1, "every parent converged by two replicas")?;
+    shares(&[&a_url, &b_url])?;
+    let label = |name: &str| -> Result<u32> {
+        let v = kubectl(
+            &kc,
+            &[
+                "-n",
+                &test_ns(),
+                "get",
+                SITE_RESOURCE,
+                name,
+                "-o",
+                "jsonpath={.metadata.labels.wasm-reconciler\\.dev/shard-bucket}",
+            ],
+        )?;
+        v.trim()
+            .parse()
+            .with_context(|| format!("{name}: bucket label {v:?}"))
+    };
+    let mut wrong = Vec::new();
+    for (i, shift) in [(0, 1), (1, 21), (2, 42)] {
+        let name = parent_name(i);
+        let right = label(&name)?;
+        let bad = (right + shift) % 64;
+        kubectl(
+            &kc,
+            &[
+                "-n",
+                &test_ns(),
+                "label",
+                "--overwrite",
+                SITE_RESOURCE,
+                &name,
+                &format!("wasm-reconciler.dev/shard-bucket={bad}"),
+            ],
+        )?;
+        wrong.push((name, right));
+    }
+    eventually("the wrong bucket labels to be corrected", 60, || {
+        wrong
+            .iter()
+            .all(|(n, right)| label(n).ok() == Some(*right))
+            .then_some(())
+    })?;
+    caches_hold_shares(&[&a_url, &b_url])?;
+    apply_parents(&kc, dir.path(), 2)?;
+    converge(&kc, 2, "the edit converged after the corrections")?;
     Ok(())
 }

@@ -17,9 +17,15 @@
 //! streaming lists) and a relist buffers encoded objects — only those that
 //! changed — so no decoded copy of a whole list is ever held.
 //!
+//! A sharded `run` narrows parent and child caches to its shard buckets
+//! ([`CacheRegistry::narrowed`], [`narrow`]): their watch carries a label
+//! selector, and a new selector restarts it with a fresh list, applied like
+//! a relist (objects of lost buckets leave as deletions).
+//!
 //! Caches are reference counted: the [`CacheRegistry`] holds weak references and
 //! a cache's watch task stops when the last controller holding it is stopped.
 
+pub mod narrow;
 mod store;
 
 use std::collections::HashMap;
@@ -31,8 +37,10 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
+use crate::admission::Admission;
 use crate::apply::controller_uid;
 use crate::queue::ObjectKey;
+pub use narrow::Use;
 use store::{Entry, Store};
 
 /// Objects per page of a (re)list. kube-runtime's default too, stated here
@@ -89,15 +97,20 @@ pub struct KindCache {
     subscribers: RwLock<Vec<(u64, Subscriber, OldState)>>,
     next_sub: Mutex<u64>,
     synced_tx: watch::Sender<bool>,
-    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The label selector the watch should use (`None`: every object); see
+    /// [`narrow`].
+    want: watch::Sender<Option<String>>,
+    /// The selector of the last completed (re)list, once there was one.
+    listed: watch::Sender<Option<Option<String>>>,
+    task: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Drop for KindCache {
     fn drop(&mut self) {
-        if let Ok(mut t) = self.task.lock()
-            && let Some(h) = t.take()
-        {
-            h.abort();
+        if let Ok(mut t) = self.task.lock() {
+            for h in t.drain(..) {
+                h.abort();
+            }
         }
     }
 }
@@ -119,7 +132,12 @@ impl Drop for Subscription {
 }
 
 impl KindCache {
+    #[cfg(test)]
     fn new(ar: ApiResource) -> Arc<Self> {
+        Self::with_selector(ar, None)
+    }
+
+    fn with_selector(ar: ApiResource, selector: Option<String>) -> Arc<Self> {
         let (synced_tx, _) = watch::channel(false);
         Arc::new(Self {
             ar,
@@ -127,8 +145,26 @@ impl KindCache {
             subscribers: RwLock::new(Vec::new()),
             next_sub: Mutex::new(0),
             synced_tx,
-            task: Mutex::new(None),
+            want: watch::channel(selector).0,
+            listed: watch::channel(None).0,
+            task: Mutex::new(Vec::new()),
         })
+    }
+
+    /// True when this cache's watch is narrowed by a label selector (it
+    /// holds only some of the kind's objects).
+    pub fn is_narrowed(&self) -> bool {
+        self.want.borrow().is_some()
+    }
+
+    /// Resolves once the watch has completed a list with the selector it
+    /// wants now (after [`CacheRegistry::narrow_to`]: the gained buckets
+    /// are in the cache and the lost ones gone).
+    pub async fn wait_listed_as_wanted(&self) {
+        let mut rx = self.listed.subscribe();
+        let _ = rx
+            .wait_for(|l| l.as_ref() == Some(&*self.want.borrow()))
+            .await;
     }
 
     /// The resource this cache watches.
@@ -396,49 +432,122 @@ impl KindCache {
 pub struct CacheRegistry {
     client: kube::Client,
     caches: Mutex<HashMap<(String, String, String), Weak<KindCache>>>,
+    /// Set in a sharded `run` that narrows its caches ([`narrow`]).
+    narrowing: Option<Mutex<narrow::Narrowing>>,
 }
 
 impl CacheRegistry {
-    /// A registry that watches through `client`.
+    /// A registry that watches through `client`, every object of each kind.
     pub fn new(client: kube::Client) -> Self {
         Self {
             client,
             caches: Mutex::new(HashMap::new()),
+            narrowing: None,
         }
+    }
+
+    /// A registry whose parent and child caches watch only the shard
+    /// buckets given to [`CacheRegistry::narrow_to`] (none until then), and
+    /// that labels the parents without a valid bucket label when `admission`
+    /// admits them ([`crate::shard_label`]).
+    pub fn narrowed(client: kube::Client, admission: Arc<dyn Admission>) -> Self {
+        Self {
+            narrowing: Some(Mutex::new(narrow::Narrowing::new(admission))),
+            ..Self::new(client)
+        }
+    }
+
+    /// True when parent and child caches are narrowed to shard buckets.
+    pub fn is_narrowing(&self) -> bool {
+        self.narrowing.is_some()
     }
 
     /// The cache for `ar`, shared with every other holder.
     pub fn get(&self, ar: &ApiResource) -> Arc<KindCache> {
+        self.get_for(ar, Use::Other)
+    }
+
+    /// The cache for `ar` used as `role`: with narrowing on, a kind used
+    /// only as parents or only as children is narrowed to the buckets.
+    pub fn get_for(&self, ar: &ApiResource, role: Use) -> Arc<KindCache> {
         let id = (ar.group.clone(), ar.version.clone(), ar.plural.clone());
         let mut caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        let (want, labeller) = match &self.narrowing {
+            Some(n) => {
+                let mut n = n.lock().unwrap_or_else(|e| e.into_inner());
+                (n.register(&id, role), n.labeller(role))
+            }
+            None => (None, None),
+        };
         if let Some(c) = caches.get(&id).and_then(Weak::upgrade) {
+            // A kind that stops qualifying (a second use) widens for good.
+            c.want.send_if_modified(|w| {
+                let widen = w.is_some() && want.is_none();
+                if widen {
+                    *w = None;
+                }
+                widen
+            });
             return c;
         }
         caches.retain(|_, w| w.strong_count() > 0);
-        let cache = KindCache::new(ar.clone());
-        let weak = Arc::downgrade(&cache);
+        let cache = KindCache::with_selector(ar.clone(), want);
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), ar);
-        let kind = ar.kind.clone();
-        let handle = tokio::spawn(async move {
-            let mut stream =
-                watcher::watcher(api, watcher::Config::default().page_size(LIST_PAGE_SIZE))
-                    .modify(strip_managed_fields)
-                    .default_backoff()
-                    .boxed();
-            let mut relist = None;
-            while let Some(item) = stream.next().await {
-                let Some(cache) = weak.upgrade() else { break };
-                match item {
-                    Ok(ev) => cache.handle(ev, &mut relist),
-                    Err(e) => {
-                        tracing::warn!(kind = %kind, error = %e, "watch error; retrying with backoff")
-                    }
-                }
-            }
-        });
-        *cache.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        let mut tasks = vec![tokio::spawn(watch_kind(
+            api,
+            Arc::downgrade(&cache),
+            cache.want.subscribe(),
+        ))];
+        if let Some(admission) = labeller {
+            tasks.push(crate::shard_label::spawn(
+                self.client.clone(),
+                &cache,
+                admission,
+            ));
+        }
+        *cache.task.lock().unwrap_or_else(|e| e.into_inner()) = tasks;
         caches.insert(id, Arc::downgrade(&cache));
         cache
+    }
+
+    /// Narrows every narrowed cache to `buckets` and resolves once each has
+    /// listed them: what was gained is cached, what was lost has left.
+    /// Nothing to do without narrowing.
+    pub async fn narrow_to(&self, buckets: &[u32]) {
+        let Some(n) = &self.narrowing else { return };
+        let selector = crate::shard_bucket::selector(buckets);
+        let narrowed: Vec<Arc<KindCache>> = {
+            let caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+            n.lock().unwrap_or_else(|e| e.into_inner()).selector = selector.clone();
+            caches
+                .values()
+                .filter_map(Weak::upgrade)
+                .filter(|c| c.is_narrowed())
+                .collect()
+        };
+        for c in &narrowed {
+            c.want.send_if_modified(|w| match w {
+                Some(s) if *s != selector => {
+                    *s = selector.clone();
+                    true
+                }
+                _ => false,
+            });
+        }
+        for c in narrowed {
+            c.wait_listed_as_wanted().await;
+        }
+    }
+
+    /// Objects held per live cache, by kind (a gauge: what a replica caches).
+    pub fn sizes(&self) -> Vec<(String, usize)> {
+        self.caches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter_map(Weak::upgrade)
+            .map(|c| (c.ar.kind.clone(), c.len()))
+            .collect()
     }
 
     /// Number of live caches (each one is one watch).
@@ -449,6 +558,58 @@ impl CacheRegistry {
             .values()
             .filter(|w| w.strong_count() > 0)
             .count()
+    }
+}
+
+/// One kind's watch: kube-runtime's watcher with the selector the cache
+/// wants, restarted (a fresh list, applied as a relist) whenever that
+/// selector changes. Ends when the cache is dropped.
+async fn watch_kind(
+    api: Api<DynamicObject>,
+    weak: Weak<KindCache>,
+    mut want: watch::Receiver<Option<String>>,
+) {
+    let kind = api.resource_url().to_string();
+    loop {
+        let selector = want.borrow_and_update().clone();
+        let mut config = watcher::Config::default().page_size(LIST_PAGE_SIZE);
+        if let Some(s) = &selector {
+            config = config.labels(s);
+        }
+        let mut stream = watcher::watcher(api.clone(), config)
+            .modify(strip_managed_fields)
+            .default_backoff()
+            .boxed();
+        let mut relist = None;
+        loop {
+            tokio::select! {
+                item = stream.next() => {
+                    let Some(item) = item else { return };
+                    let Some(cache) = weak.upgrade() else { return };
+                    match item {
+                        Ok(ev) => {
+                            let done = matches!(ev, Event::InitDone);
+                            cache.handle(ev, &mut relist);
+                            if done {
+                                cache.listed.send_replace(Some(selector.clone()));
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(kind = %kind, error = %e, "watch error; retrying with backoff")
+                        }
+                    }
+                }
+                changed = want.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    if *want.borrow() != selector {
+                        tracing::info!(kind = %kind, selector = want.borrow().as_deref().unwrap_or(""), "watch selector changed; listing anew");
+                        break;
+                    }
+                }
+            }
+        }
     }
 }
 

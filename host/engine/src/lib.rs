@@ -41,6 +41,8 @@ pub mod related;
 pub mod resolve;
 pub mod rollout;
 pub mod shadow;
+pub mod shard_bucket;
+pub mod shard_label;
 pub mod signing;
 pub mod status;
 pub mod status_schema;

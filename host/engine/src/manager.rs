@@ -73,6 +73,12 @@ pub struct ManagerOptions {
     /// round-robin among controllers ([`crate::turns`]); each controller is
     /// still capped by its `maxConcurrentReconciles`.
     pub reconcile_slots: usize,
+    /// Sharded `run` with narrowed caches (issue 19): parent and child
+    /// caches watch only the shard buckets given to
+    /// [`ManagerHandle::narrow_to`], children are labelled with their
+    /// parent's bucket, and parents without a bucket label are labelled when
+    /// `admission` admits them. Needs `admission`; ignored without it.
+    pub shard_buckets: bool,
 }
 
 impl Default for ManagerOptions {
@@ -86,6 +92,7 @@ impl Default for ManagerOptions {
             admission: None,
             recorder: None,
             reconcile_slots: crate::turns::DEFAULT_RECONCILE_SLOTS,
+            shard_buckets: false,
         }
     }
 }
@@ -187,6 +194,18 @@ impl ManagerHandle {
     pub fn live_caches(&self) -> usize {
         self.inner.caches.live()
     }
+
+    /// Narrows the parent and child caches to `buckets` and resolves once
+    /// they hold exactly those ([`CacheRegistry::narrow_to`]); nothing
+    /// without [`ManagerOptions::shard_buckets`].
+    pub async fn narrow_to(&self, buckets: &[u32]) {
+        self.inner.caches.narrow_to(buckets).await;
+    }
+
+    /// Objects held per cached kind.
+    pub fn cache_sizes(&self) -> Vec<(String, usize)> {
+        self.inner.caches.sizes()
+    }
 }
 
 impl Manager {
@@ -195,7 +214,10 @@ impl Manager {
         let wc_ar = ApiResource::erase::<WasmController>(&());
         Self {
             inner: Arc::new(Inner {
-                caches: Arc::new(CacheRegistry::new(client.clone())),
+                caches: Arc::new(match (&opts.admission, opts.shard_buckets) {
+                    (Some(a), true) => CacheRegistry::narrowed(client.clone(), a.clone()),
+                    _ => CacheRegistry::new(client.clone()),
+                }),
                 events: EventRecorder::new(client.clone(), MANAGER_FIELD_MANAGER.into()),
                 plugins: std::sync::Mutex::new(HashMap::new()),
                 load_slots: crate::loads::LoadSlots::new(opts.parallel_loads),

@@ -97,6 +97,10 @@ pub struct Target {
     /// `spec.decorate`: the parents are existing objects selected by label
     /// and annotation (decorator mode); `None` for an owned parent kind.
     pub decorate: Option<Decoration>,
+    /// Children get their parent's shard bucket label
+    /// ([`crate::shard_bucket`]): a sharded `run` whose caches watch only
+    /// their buckets. Set by the controller after [`Target::resolve`].
+    pub shard_labels: bool,
 }
 
 /// Decorator mode as the decision core needs it.
@@ -279,6 +283,7 @@ impl Target {
             resync: spec
                 .resync_period_seconds
                 .map(|s| Duration::from_secs(u64::from(s))),
+            shard_labels: false,
         })
     }
 }

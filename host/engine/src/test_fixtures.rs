@@ -58,6 +58,7 @@ pub fn target(method: UpdateMethod, finalize: bool) -> Target {
         status_mode: crate::status::StatusMode::Merge,
         adoption: crate::crd::Adoption::Never,
         decorate: None,
+        shard_labels: false,
     }
 }
 

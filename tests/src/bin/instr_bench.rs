@@ -365,6 +365,7 @@ impl Fixture {
             status_mode: wr_engine::status::StatusMode::Merge,
             adoption: wr_engine::crd::Adoption::Never,
             decorate: None,
+            shard_labels: false,
         };
         let desired: Vec<Value> = (0..CHILDREN)
             .map(|i| {

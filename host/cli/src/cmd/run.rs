@@ -105,8 +105,23 @@ pub struct RunArgs {
     /// `--leader-elect`.
     #[arg(long)]
     pub shard_group: Option<String>,
+    /// With `--shard-group`: `narrow` caches only this replica's shard
+    /// buckets (parents and children carry the label
+    /// `wasm-reconciler.dev/shard-bucket`, set by the host); `shared` caches
+    /// every parent and child and filters at admission.
+    #[arg(long, value_enum, default_value_t = ShardCache::Narrow)]
+    pub shard_cache: ShardCache,
     #[command(flatten)]
     pub record: super::record_args::RecordArgs,
+}
+
+/// What a sharded replica caches (`run --shard-cache`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShardCache {
+    /// Only the parents and children of its shard buckets (label selector).
+    Narrow,
+    /// Every parent and child (one shared watch per kind).
+    Shared,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use kube::api::{ApiResource, DynamicObject};
 use tokio::task::JoinHandle;
 
-use crate::cache::{CacheRegistry, Change, Subscription, key_of};
+use crate::cache::{CacheRegistry, Change, Subscription, Use, key_of};
 use crate::crd::{RelatedScope, WasmControllerSpec};
 use crate::events::EventRecorder;
 use crate::observe::EngineObserver;
@@ -251,16 +251,23 @@ pub(crate) async fn start(
     plugin: Arc<dyn ReconcilePlugin>,
     settings: &ControllerSettings,
 ) -> Result<ControllerHandle, StartError> {
-    let target = Target::resolve(client, name, spec).await?;
+    let mut target = Target::resolve(client, name, spec).await?;
+    target.shard_labels = caches.is_narrowing();
+    // Decorated parents are the user's objects, selected by their labels:
+    // they are watched whole and never labelled with a bucket.
+    let parent_use = match target.decorate {
+        Some(_) => Use::Other,
+        None => Use::Parent,
+    };
     let (epoch, gone) = Epoch::new(plugin);
     let stats = Arc::<ControllerStats>::default();
     let ctl = Arc::new(Controller {
         client: client.clone(),
-        parent_cache: caches.get(&target.parent.ar),
+        parent_cache: caches.get_for(&target.parent.ar, parent_use),
         child_caches: target
             .children
             .iter()
-            .map(|c| caches.get(&c.resolved.ar))
+            .map(|c| caches.get_for(&c.resolved.ar, Use::Child))
             .collect(),
         related_caches: target
             .related

@@ -579,7 +579,10 @@ fn child_steps(
                 .map(|(_, c)| Arc::clone(c))
                 .or_else(|| src.child(d.kind_index, &key));
             let existing = existing.as_deref();
-            let object = apply::desired_object(&d.object, &owner);
+            let mut object = apply::desired_object(&d.object, &owner);
+            if target.shard_labels {
+                crate::shard_bucket::label_child(&mut object, &crate::cache::key_of(parent));
+            }
             ChildStep {
                 kind: d.kind_index,
                 action: apply::decide_adopting(&object, existing, &uid, kind.method, Some(&adopt)),

@@ -1,4 +1,5 @@
-//! Which replica owns a parent: rendezvous (highest-random-weight) hashing.
+//! Which replica owns a parent: rendezvous (highest-random-weight) hashing of
+//! the parent's shard bucket ([`bucket_key`]) over the members.
 //!
 //! Every replica computes the same owner from the same member list without
 //! talking to the others, and a join or a leave moves only the keys of the
@@ -21,6 +22,12 @@ pub fn weight(member: &str, key: &str) -> u64 {
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     u64::from_be_bytes(first)
+}
+
+/// The string a bucket is assigned by (the map divides the
+/// [`wr_engine::shard_bucket`] buckets, not the parents, among its members).
+pub fn bucket_key(bucket: u32) -> String {
+    format!("bucket-{bucket}")
 }
 
 /// The member with the highest weight for `key` (ties, which need a SHA-256

@@ -186,13 +186,16 @@ impl Admission for ShardGate {
 }
 
 /// Follows the membership's views until their sender is gone: sets each on
-/// `gate`, drains and acknowledges every new map, and calls `settled` when a
-/// map settles with what it gained (the caller re-enqueues those parents).
-/// `fenced` mirrors the view's fence for the caller.
-pub async fn follow(
+/// `gate`, drains every new map, narrows the caches to the map's buckets
+/// (`narrow`: resolves once the buckets gained are listed and the lost ones
+/// have left), then acknowledges it, and calls `settled` when a map settles
+/// with what it gained (the caller re-enqueues those parents). `fenced`
+/// mirrors the view's fence for the caller.
+pub async fn follow<N: Future<Output = ()>>(
     gate: ShardGate,
     mut views: watch::Receiver<ShardView>,
     ack: Acknowledger,
+    narrow: impl Fn(Vec<u32>) -> N,
     settled: impl Fn(Gained),
     metrics: Option<ShardMetrics>,
     fenced: watch::Sender<bool>,
@@ -216,12 +219,34 @@ pub async fn follow(
             && !view.fenced
         {
             let waiting = gate.lost_in_flight();
-            gate.drained().await;
+            let buckets = view.watched_buckets();
+            let watched = buckets.len();
+            let handover = async {
+                gate.drained().await;
+                // Nothing of a lost bucket runs now, so its objects may
+                // leave the caches; what the map gives is in them before
+                // the ack.
+                narrow(buckets).await;
+            };
+            // A list can wait as long as the API server is unreachable, and
+            // so can the renewals: a fence that comes meanwhile must reach
+            // the gate at once (it admits nothing), not after the list.
+            let fenced_meanwhile = tokio::select! {
+                () = handover => false,
+                r = views.wait_for(|v| v.fenced) => match r {
+                    Ok(_) => true,
+                    Err(_) => return,
+                },
+            };
+            if fenced_meanwhile {
+                continue;
+            }
             ack.acknowledge(n);
             tracing::info!(
                 epoch = n,
                 waited_for = waiting,
-                "drained; acknowledged the shard map"
+                buckets = watched,
+                "drained and listed the map's buckets; acknowledged the shard map"
             );
         }
         if view.settled && !was_settled {
@@ -302,6 +327,105 @@ mod tests {
         gate.set_view(view("a", 3, &["a"], true));
         let none = gate.take_gained();
         assert!(keys().iter().all(|k| !none.contains(k)));
+    }
+
+    #[tokio::test]
+    async fn a_new_map_is_acknowledged_only_after_its_buckets_are_listed() {
+        let gate = ShardGate::new("a");
+        let mut first = ShardView::new("a");
+        first.fenced = false;
+        first.read(Epoch {
+            number: 1,
+            members: vec!["a".into(), "b".into()],
+        });
+        let (views_tx, views) = watch::channel(first.clone());
+        let (ack_tx, mut acks) = watch::channel(0u64);
+        let (listed_tx, listed_rx) = tokio::sync::oneshot::channel::<()>();
+        let listed_rx = std::sync::Mutex::new(Some(listed_rx));
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let asked2 = asked.clone();
+        let (fenced, _f) = watch::channel(true);
+        let following = tokio::spawn(follow(
+            gate,
+            views,
+            Acknowledger::to(ack_tx),
+            move |buckets: Vec<u32>| {
+                asked2.lock().unwrap().push(buckets);
+                let rx = listed_rx.lock().unwrap().take();
+                async move {
+                    if let Some(rx) = rx {
+                        let _ = rx.await;
+                    }
+                }
+            },
+            |_| {},
+            None,
+            fenced,
+        ));
+        // The caches are asked for exactly this member's buckets of map 1 …
+        tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while asked.lock().unwrap().is_empty() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("follow narrows the caches");
+        assert_eq!(asked.lock().unwrap()[0], first.watched_buckets());
+        assert!(!first.watched_buckets().is_empty());
+        // … and map 1 is not acknowledged while that list is running.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert_eq!(
+            *acks.borrow(),
+            0,
+            "acknowledged before the buckets were listed"
+        );
+        listed_tx.send(()).expect("narrowing waits");
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            acks.wait_for(|n| *n == 1),
+        )
+        .await
+        .expect("acknowledged once listed")
+        .expect("ack channel");
+        drop(views_tx);
+        let _ = following.await;
+    }
+
+    #[tokio::test]
+    async fn a_fence_while_listing_reaches_the_caller_and_nothing_is_acknowledged() {
+        let mut first = ShardView::new("a");
+        first.fenced = false;
+        first.read(Epoch {
+            number: 1,
+            members: vec!["a".into()],
+        });
+        let (views_tx, views) = watch::channel(first.clone());
+        let (ack_tx, acks) = watch::channel(0u64);
+        let (fenced_tx, mut fenced) = watch::channel(true);
+        let following = tokio::spawn(follow(
+            ShardGate::new("a"),
+            views,
+            Acknowledger::to(ack_tx),
+            // The list never completes (an unreachable API server).
+            |_: Vec<u32>| std::future::pending::<()>(),
+            |_| {},
+            None,
+            fenced_tx,
+        ));
+        let within = std::time::Duration::from_secs(5);
+        tokio::time::timeout(within, fenced.wait_for(|f| !*f))
+            .await
+            .expect("unfenced first")
+            .expect("fence channel");
+        let mut cut_off = first.clone();
+        cut_off.fenced = true;
+        views_tx.send_replace(cut_off);
+        tokio::time::timeout(within, fenced.wait_for(|f| *f))
+            .await
+            .expect("the fence is not held up by the list")
+            .expect("fence channel");
+        assert_eq!(*acks.borrow(), 0, "acknowledged a map it never listed");
+        following.abort();
     }
 
     #[tokio::test]

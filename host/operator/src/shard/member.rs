@@ -117,6 +117,12 @@ impl Membership {
 pub struct Acknowledger(std::sync::Arc<watch::Sender<u64>>);
 
 impl Acknowledger {
+    /// An acknowledger publishing to `tx` (tests of [`super::follow`]).
+    #[cfg(test)]
+    pub(crate) fn to(tx: watch::Sender<u64>) -> Self {
+        Acknowledger(std::sync::Arc::new(tx))
+    }
+
     /// Acknowledges map `number` (ignored unless newer than the last one).
     pub fn acknowledge(&self, number: u64) {
         self.0.send_if_modified(|cur| {

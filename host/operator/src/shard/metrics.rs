@@ -2,6 +2,7 @@
 //! works under, and how long handovers take. No per-object labels.
 
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
@@ -17,6 +18,8 @@ pub struct ShardMetrics {
     rejoins: Counter,
     handover: Histogram,
     gained: Counter,
+    buckets: Gauge,
+    cache_objects: Family<Vec<(String, String)>, Gauge>,
 }
 
 impl ShardMetrics {
@@ -33,6 +36,8 @@ impl ShardMetrics {
             // and, after a crash, for the dead member's lease to expire.
             handover: Histogram::new(exponential_buckets(0.05, 2.0, 16)),
             gained: Counter::default(),
+            buckets: Gauge::default(),
+            cache_objects: Family::default(),
         };
         let r = registry.sub_registry_with_prefix(crate::metrics::PREFIX);
         r.register(
@@ -75,7 +80,29 @@ impl ShardMetrics {
             "From reading a new shard map to seeing it settled (drain, acknowledgements of every member)",
             m.handover.clone(),
         );
+        r.register(
+            "shard_watched_buckets",
+            "Shard buckets this replica's parent and child caches hold (of 64; all when not narrowed)",
+            m.buckets.clone(),
+        );
+        r.register(
+            "cache_objects",
+            "Objects held in this replica's cache, per kind",
+            m.cache_objects.clone(),
+        );
         m
+    }
+
+    /// Records how many buckets the caches were narrowed to.
+    pub fn watched_buckets(&self, n: usize) {
+        self.buckets.set(n as i64);
+    }
+
+    /// Records the objects cached of `kind`.
+    pub fn cache_objects(&self, kind: &str, n: usize) {
+        self.cache_objects
+            .get_or_create(&vec![("kind".to_string(), kind.to_string())])
+            .set(n as i64);
     }
 
     /// Records the map this replica works under.

@@ -13,8 +13,10 @@
 //!   once its Lease has not changed for its duration (measured on the
 //!   coordinator's clock, like client-go's leader election) or at once when it
 //!   deleted its Lease on a graceful leave.
-//! - **Assignment**: a parent's owner in a map is given by rendezvous hashing of
-//!   its key over the map's members ([`assign`]); a change moves ≈ 1/N.
+//! - **Assignment**: a parent falls in one of 64 fixed shard buckets
+//!   ([`wr_engine::shard_bucket`], a hash of its key); a bucket's owner in a
+//!   map is given by rendezvous hashing over the map's members ([`assign`]);
+//!   a change moves ≈ 1/N of the buckets.
 //! - **Handover without two owners** ([`view`]): on reading a newer map a
 //!   replica stops work on what it loses, finishes or cancels what is in
 //!   flight, then *acknowledges* the map number in its Lease. It keeps working
@@ -23,9 +25,11 @@
 //!   map that still counts it never settles; the next map, without it, is
 //!   written only after its Lease expired, by which time it fenced itself.
 //!
-//! Each replica watches every parent and filters by [`ShardView::owns`]
-//! (shared-watch filtering: simple, no per-object writes at rebalance; the
-//! cost is that every replica caches every parent).
+//! The gate admits by [`ShardView::owns`] in every mode. With narrowed
+//! caches (`run --shard-cache narrow`, the default) a replica also watches
+//! only the parents and children labelled with its buckets, re-listing them
+//! before it acknowledges a map ([`follow`]); with `shared` it caches every
+//! parent and child and the gate alone filters.
 
 pub mod assign;
 pub mod coordinator;

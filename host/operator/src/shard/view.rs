@@ -2,7 +2,8 @@
 //! (see the module docs of [`crate::shard`]), kept apart from the Lease I/O so
 //! that every rule is unit-tested without an API server.
 
-use super::assign::owner;
+use super::assign::{bucket_key, owner};
+use wr_engine::shard_bucket::{BUCKETS, bucket_of};
 
 /// One numbered version of the shard map: the members the parents are divided
 /// among. Numbers only grow (the coordinator writes `n + 1` with a
@@ -17,9 +18,21 @@ pub struct Epoch {
 }
 
 impl Epoch {
-    /// Who owns `key` in this epoch.
+    /// Who owns `key` in this epoch: the owner of its bucket.
     pub fn owner(&self, key: &str) -> Option<&str> {
-        owner(&self.members, key)
+        self.bucket_owner(bucket_of(key))
+    }
+
+    /// Who owns `bucket` in this epoch ([`bucket_key`] hashed over the members).
+    pub fn bucket_owner(&self, bucket: u32) -> Option<&str> {
+        owner(&self.members, &bucket_key(bucket))
+    }
+
+    /// The buckets `identity` owns in this epoch, ascending.
+    pub fn buckets_of(&self, identity: &str) -> Vec<u32> {
+        (0..BUCKETS)
+            .filter(|b| self.bucket_owner(*b) == Some(identity))
+            .collect()
     }
 }
 
@@ -60,6 +73,14 @@ impl ShardView {
             acked: 0,
             fenced: true,
         }
+    }
+
+    /// The buckets this replica must have in its caches under the newest
+    /// map: those the map gives it, including the ones it may not work on
+    /// until the map settles (a superset of what [`ShardView::owns`] admits),
+    /// so that what it gains is listed before it acknowledges.
+    pub fn watched_buckets(&self) -> Vec<u32> {
+        self.current.buckets_of(&self.identity)
     }
 
     /// Whether this replica may reconcile the parent with shard key `key` now.

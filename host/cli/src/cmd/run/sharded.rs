@@ -2,14 +2,21 @@
 //! only the parents the group's shard map gives it (issue 19;
 //! [`wr_operator::shard`]).
 //!
-//! Every replica watches every parent (one shared watch per kind, as
-//! unsharded) and the engine admits a parent only when this replica owns it
-//! ([`wr_operator::shard::ShardGate`]). Label-selector sharding (each replica
-//! watching `shard=N` only) was not chosen: it needs a writer that labels
-//! every parent and relabels ≈1/N of them on each membership change — writes
-//! to user objects, a label users can break, and a window where a parent is
-//! in no replica's watch. Shared-watch filtering writes nothing at rebalance;
-//! its cost is that every replica caches every parent.
+//! The map divides 64 fixed shard buckets among the members
+//! ([`wr_engine::shard_bucket`]: a parent's bucket is a hash of its
+//! `namespace/name`, carried as the label `wasm-reconciler.dev/shard-bucket`
+//! that the host puts on parents and on the children it applies). With
+//! `--shard-cache narrow` (the default) a replica's parent and child caches
+//! watch `labelSelector: wasm-reconciler.dev/shard-bucket in (its buckets)`;
+//! on a new map it drains what it lost, re-lists with the new buckets (the
+//! gained ones are cached, the lost ones leave), and only then acknowledges,
+//! so the drain-then-acknowledge handover is unchanged. Parents without a
+//! valid label are labelled by the replica owning their bucket
+//! ([`wr_engine::shard_label`]). Related objects and WasmControllers are
+//! cached whole. `--shard-cache shared` caches every parent and child and
+//! filters only at admission ([`wr_operator::shard::ShardGate`], which
+//! checks ownership in both modes). A rebalance writes nothing: the map moves
+//! buckets, the labels stay.
 //!
 //! The elected leader (Lease `<group>-coordinator`) keeps the shard map;
 //! every replica, leader included, is a member. SIGTERM: finish in-flight
@@ -31,6 +38,7 @@ use anyhow::Context;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use wr_engine::shard_bucket::BUCKETS;
 use wr_operator::shard::{Coordinator, Membership, ShardConfig, ShardGate, ShardMetrics, follow};
 use wr_operator::{
     ApiMetricsLayer, HealthInputs, LeaderElection, LeaderState, Liveness, Metrics, ShutdownSignal,
@@ -110,6 +118,7 @@ pub(super) async fn serve(args: RunArgs, group: String) -> anyhow::Result<ExitCo
         reconcile_slots: args.reconcile_slots,
         observer: Some(Arc::new(observer)),
         admission: Some(Arc::new(gate.clone())),
+        shard_buckets: args.shard_cache == super::ShardCache::Narrow,
         ..Default::default()
     };
     let manager = wr_engine::Manager::new(client.clone(), loader, opts);
@@ -135,6 +144,23 @@ pub(super) async fn serve(args: RunArgs, group: String) -> anyhow::Result<ExitCo
             gate.clone(),
             membership.view(),
             membership.acknowledger(),
+            {
+                let h = handle.clone();
+                let m = shard_metrics.clone();
+                let narrow = args.shard_cache == super::ShardCache::Narrow;
+                move |buckets: Vec<u32>| {
+                    let (h, m) = (h.clone(), m.clone());
+                    async move {
+                        h.narrow_to(&buckets).await;
+                        let n = if narrow {
+                            buckets.len()
+                        } else {
+                            BUCKETS as usize
+                        };
+                        m.watched_buckets(n);
+                    }
+                }
+            },
             {
                 let gained_metrics = shard_metrics.clone();
                 move |gained: wr_operator::shard::Gained| {
@@ -277,6 +303,9 @@ async fn count_owned(handle: wr_engine::ManagerHandle, gate: ShardGate, metrics:
         keys.sort();
         keys.dedup();
         metrics.owned(keys.iter().filter(|k| gate.owns(k)).count());
+        for (kind, n) in handle.cache_sizes() {
+            metrics.cache_objects(&kind, n);
+        }
         tokio::time::sleep(COUNT_EVERY).await;
     }
 }
