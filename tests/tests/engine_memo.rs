@@ -184,6 +184,43 @@ struct Window {
     writes: Vec<wr_apiserver::RequestRecord>,
 }
 
+/// The controller's counters read in one order: memoised and plugin calls
+/// first, reconciles last.
+fn counters(p: &ScriptPlugin, s: &ControllerStats) -> (u64, u64, u64) {
+    let m = s.memoised.load(Ordering::SeqCst);
+    let c = p.calls();
+    let r = s.reconciles.load(Ordering::SeqCst);
+    (m, c, r)
+}
+
+/// Reconciles that neither called the plugin nor were memoised, plus those
+/// in flight: a reconcile is counted when it starts and memoised or calls the
+/// plugin later. With nothing in flight it is constant on a quiet fleet;
+/// read in [`counters`]' order it is never below that constant.
+fn unaccounted((m, c, r): (u64, u64, u64)) -> u64 {
+    r.saturating_sub(m + c)
+}
+
+/// Counters read when no reconcile was in flight, as far as can be seen:
+/// the read with the fewest unaccounted reconciles among a few, early once
+/// three reads in a row agree.
+async fn quiet_counters(p: &ScriptPlugin, s: &ControllerStats) -> (u64, u64, u64) {
+    let mut best = counters(p, s);
+    let mut same = 0;
+    for _ in 0..40 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        let now = counters(p, s);
+        same = if now == best { same + 1 } else { 0 };
+        if unaccounted(now) < unaccounted(best) {
+            best = now;
+        }
+        if same >= 2 {
+            break;
+        }
+    }
+    best
+}
+
 /// Lets the fleet resync until at least `reconciles` more reconciles ran,
 /// and reports what happened meanwhile.
 async fn resync_window(
@@ -193,19 +230,37 @@ async fn resync_window(
     reconciles: u64,
 ) -> Result<Window> {
     env.server.clear_requests();
-    let (calls0, memo0, rec0) = (
-        p.calls(),
-        s.memoised.load(Ordering::SeqCst),
-        s.reconciles.load(Ordering::SeqCst),
-    );
+    let start = quiet_counters(p, s).await;
     eventually("resyncs ran", 30, || async {
-        (s.reconciles.load(Ordering::SeqCst) >= rec0 + reconciles).then_some(())
+        (s.reconciles.load(Ordering::SeqCst) >= start.2 + reconciles).then_some(())
     })
     .await?;
+    window_since(env, p, s, start).await
+}
+
+/// What happened since `start` ([`quiet_counters`]), read when no reconcile
+/// is in flight either: the reconcile that ended a caller's wait has usually
+/// just started. A reconcile that neither called nor was memoised keeps the
+/// unaccounted count above the start's for good, so after the wait the
+/// caller's assertions still see it.
+async fn window_since(
+    env: &Env,
+    p: &ScriptPlugin,
+    s: &ControllerStats,
+    start: (u64, u64, u64),
+) -> Result<Window> {
+    let mut end = counters(p, s);
+    for _ in 0..200 {
+        if unaccounted(end) <= unaccounted(start) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        end = counters(p, s);
+    }
     Ok(Window {
-        calls: p.calls() - calls0,
-        memoised: s.memoised.load(Ordering::SeqCst) - memo0,
-        reconciles: s.reconciles.load(Ordering::SeqCst) - rec0,
+        calls: end.1 - start.1,
+        memoised: end.0 - start.0,
+        reconciles: end.2 - start.2,
         writes: env
             .server
             .requests()
@@ -382,30 +437,16 @@ async fn parents_whose_last_pass_wrote_only_status_are_memoised_before_any_resyn
 
     // A forced resync of the fleet: no plugin call, no write.
     env.server.clear_requests();
-    let (calls0, memo0, rec0) = (
-        p.calls(),
-        s.memoised.load(Ordering::SeqCst),
-        s.reconciles.load(Ordering::SeqCst),
-    );
+    let start = quiet_counters(&p, &s).await;
     env.manager()
         .context("manager running")?
         .requeue_matching(|_| true)
         .await;
     eventually("every parent reconciled once more", 30, || async {
-        (s.reconciles.load(Ordering::SeqCst) >= rec0 + n as u64).then_some(())
+        (s.reconciles.load(Ordering::SeqCst) >= start.2 + n as u64).then_some(())
     })
     .await?;
-    let w = Window {
-        calls: p.calls() - calls0,
-        memoised: s.memoised.load(Ordering::SeqCst) - memo0,
-        reconciles: s.reconciles.load(Ordering::SeqCst) - rec0,
-        writes: env
-            .server
-            .requests()
-            .into_iter()
-            .filter(|r| r.is_write() && r.resource != "wasmcontrollers")
-            .collect(),
-    };
+    let w = window_since(&env, &p, &s, start).await?;
     assert_eq!(w.calls, 0, "no plugin call on the forced resync: {w:?}");
     assert_eq!(w.memoised, w.reconciles, "every reconcile memoised: {w:?}");
     assert!(w.writes.is_empty(), "no write at all: {:?}", w.writes);
