@@ -11,8 +11,8 @@ use std::time::Duration;
 use kube::api::{Api, DynamicObject};
 
 use super::{
-    CLEANUP_FINALIZER, FailedStart, Inner, LoadJob, MANAGER_FIELD_MANAGER, Running, delivery,
-    fill_plugin_status, has, judged, load_state, lock, now_rfc3339, read_source, refuse,
+    CLEANUP_FINALIZER, FailedStart, Inner, LoadJob, MANAGER_FIELD_MANAGER, Running, claims,
+    delivery, fill_plugin_status, has, judged, load_state, lock, now_rfc3339, read_source, refuse,
     report_invalid_spec, report_parent_status, rollback_if_failed, running_plugin, set_cond,
     spawn_load, start_failed, stop, sync_deleted, wc_regarding, write_wc_status,
 };
@@ -83,6 +83,11 @@ async fn sync_present(
     if let Err(e) = wc.spec.validate() {
         stop(inner, name).await;
         report_invalid_spec(&api, &wc, status, &e.to_string()).await;
+        return Ok(Outcome::Success { next: None });
+    }
+    let wcs = inner.caches.get(&inner.wc_ar);
+    if let Some(c) = claims::conflict(&inner.client, &wcs, &wc).await {
+        claims::yield_parent(inner, &wc, status, &c).await;
         return Ok(Outcome::Success { next: None });
     }
     let cx = Ctx {
