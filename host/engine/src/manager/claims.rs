@@ -61,7 +61,7 @@ fn order(wc: &WasmController) -> (Option<k8s_openapi::jiff::Timestamp>, String) 
 
 /// `plural.group` of a reference, resolved through discovery; as written
 /// (`resource` or `kind`, lowercased) when it does not resolve.
-async fn resource_name(client: &kube::Client, r: &ResourceRef) -> String {
+pub(super) async fn resource_name(client: &kube::Client, r: &ResourceRef) -> String {
     let (group, name) = match resolve(client, r).await {
         Ok(p) => (p.ar.group, p.ar.plural),
         Err(_) => (

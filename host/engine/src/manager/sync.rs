@@ -85,6 +85,9 @@ async fn sync_present(
         report_invalid_spec(&api, &wc, status, &e.to_string()).await;
         return Ok(Outcome::Success { next: None });
     }
+    if status.parent.is_none() || status.observed_generation != wc.metadata.generation {
+        status.parent = Some(claims::resource_name(&inner.client, wc.spec.parent_ref()).await);
+    }
     let wcs = inner.caches.get(&inner.wc_ar);
     if let Some(c) = claims::conflict(&inner.client, &wcs, &wc).await {
         claims::yield_parent(inner, &wc, status, &c).await;
