@@ -1,7 +1,7 @@
 //! Stumbles of the new-user trial (docs/new-user-trial.md) fixed in the host:
 //! two WasmControllers on one parent resource (row 12), a child the API
 //! server rejects (row 13), the PARENT column of `kubectl get wasmcontrollers`
-//! (row 20). Each test runs the
+//! (row 20), a parent kind the host may not list (row 15). Each test runs the
 //! real manager with a real `kube::Client` against the API server over
 //! loopback.
 
@@ -10,6 +10,7 @@ use std::path::Path;
 use anyhow::{Result, ensure};
 use kube::api::{Api, DeleteParams, DynamicObject};
 use serde_json::{Value, json};
+use wr_apiserver::{FaultAction, FaultRule};
 use wr_engine::WasmController;
 use wr_tests::cluster::*;
 use wr_tests::reload::{condition, controller_events};
@@ -224,6 +225,43 @@ async fn kubectl_get_wasmcontrollers_shows_the_parent_resource() -> Result<()> {
     })
     .await;
     ensure!(table.is_ok(), "{:?}", parent_column(&env).await?);
+    env.stop_manager().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_parent_kind_is_said_once_on_the_wasmcontroller() -> Result<()> {
+    if wr_tests::target::skip_on_real("injects 403s with the embedded server's faults") {
+        return Ok(());
+    }
+    wr_tests::logs::init();
+    let mut env = Env::start().await?;
+    // The host's RBAC lacks list and watch on the parent resource.
+    let mut rule = FaultRule::new(&["list", "watch"], 1.0, FaultAction::Forbidden);
+    rule.resources = vec!["widgets".into()];
+    env.server.faults().add_rule(rule);
+    let p = ScriptPlugin::new("forbidden-parent", |req, _| Ok(configmap_children(req)));
+    let path = env.plugin_file("forbidden-parent", p)?;
+    let parent = json!({"apiVersion": format!("{TEST_GROUP}/v1"), "resource": "widgets"});
+    env.create_controller(widget_controller("forbidden-parent", parent, &path))
+        .await?;
+    env.start_manager();
+    let msg = wait_cond(&env, "forbidden-parent", "False", "Forbidden").await?;
+    ensure!(
+        msg.contains("list") && msg.contains(&format!("widgets.{TEST_GROUP}")),
+        "{msg}"
+    );
+    // A Warning event, one, though the watch keeps failing and the controller re-syncs.
+    let evs = eventually("a Forbidden event", 30, || async {
+        let evs = controller_events(&env, "forbidden-parent").await;
+        evs.iter().any(|e| e.1 == "Forbidden").then_some(evs)
+    })
+    .await?;
+    let said: Vec<_> = evs.iter().filter(|e| e.1 == "Forbidden").collect();
+    ensure!(said.len() == 1 && said[0].0 == "Warning", "{evs:?}");
+    // Granted: the controller is Ready again by itself.
+    env.server.faults().clear();
+    wait_cond(&env, "forbidden-parent", "True", "Running").await?;
     env.stop_manager().await;
     Ok(())
 }

@@ -90,6 +90,20 @@ pub struct KindCache {
     next_sub: Mutex<u64>,
     synced_tx: watch::Sender<bool>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The watch's last error, while it fails ([`KindCache::watch_failed`]).
+    failing: Mutex<Option<WatchFailure>>,
+}
+
+/// Why a kind's watch fails, kept while it does so the WasmController can
+/// say it (a 403 is a missing RBAC rule, not a transient error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchFailure {
+    /// `list` or `watch`.
+    pub verb: &'static str,
+    /// HTTP status from the API server (0: no answer).
+    pub code: u16,
+    /// The API server's message, or the client error.
+    pub message: String,
 }
 
 impl Drop for KindCache {
@@ -128,7 +142,55 @@ impl KindCache {
             next_sub: Mutex::new(0),
             synced_tx,
             task: Mutex::new(None),
+            failing: Mutex::new(None),
         })
+    }
+
+    /// Why the watch fails, while it does.
+    pub fn failing(&self) -> Option<WatchFailure> {
+        self.failing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records a watch error; logged (structured, without the whole Status)
+    /// only when it differs from the last one, so a watch retried every
+    /// second or so does not repeat itself.
+    fn watch_failed(&self, e: &watcher::Error) {
+        let (verb, err) = match e {
+            watcher::Error::InitialListFailed(e) => ("list", Some(e)),
+            watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e) => {
+                ("watch", Some(e))
+            }
+            _ => ("watch", None),
+        };
+        let (code, message) = match (err, e) {
+            (Some(kube::Error::Api(s)), _) => (s.code, s.message.clone()),
+            (Some(e), _) => (0, e.to_string()),
+            (None, watcher::Error::WatchError(s)) => (s.code, s.message.clone()),
+            (None, e) => (0, e.to_string()),
+        };
+        let f = WatchFailure {
+            verb,
+            code,
+            message,
+        };
+        let mut last = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        if last.as_ref() != Some(&f) {
+            tracing::warn!(kind = %self.ar.kind, group = %self.ar.group, verb, code, error = %f.message, "watch failing; retrying with backoff");
+        } else {
+            tracing::debug!(kind = %self.ar.kind, verb, code, "watch still failing");
+        }
+        *last = Some(f);
+    }
+
+    /// The watch works (again).
+    fn watch_ok(&self) {
+        let mut last = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        if last.take().is_some() {
+            tracing::info!(kind = %self.ar.kind, group = %self.ar.group, "watch recovered");
+        }
     }
 
     /// The resource this cache watches.
@@ -418,7 +480,6 @@ impl CacheRegistry {
         let cache = KindCache::new(ar.clone());
         let weak = Arc::downgrade(&cache);
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), ar);
-        let kind = ar.kind.clone();
         let handle = tokio::spawn(async move {
             let mut stream =
                 watcher::watcher(api, watcher::Config::default().page_size(LIST_PAGE_SIZE))
@@ -429,16 +490,26 @@ impl CacheRegistry {
             while let Some(item) = stream.next().await {
                 let Some(cache) = weak.upgrade() else { break };
                 match item {
-                    Ok(ev) => cache.handle(ev, &mut relist),
-                    Err(e) => {
-                        tracing::warn!(kind = %kind, error = %e, "watch error; retrying with backoff")
+                    Ok(ev) => {
+                        cache.watch_ok();
+                        cache.handle(ev, &mut relist)
                     }
+                    Err(e) => cache.watch_failed(&e),
                 }
             }
         });
         *cache.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
         caches.insert(id, Arc::downgrade(&cache));
         cache
+    }
+
+    /// Why the watch of `plural` in `group` fails, if one is live and failing.
+    pub fn failing(&self, group: &str, plural: &str) -> Option<WatchFailure> {
+        let caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        caches
+            .iter()
+            .filter(|((g, _, p), _)| g == group && p == plural)
+            .find_map(|(_, w)| w.upgrade()?.failing())
     }
 
     /// Number of live caches (each one is one watch).

@@ -187,3 +187,39 @@ mod tests {
         );
     }
 }
+
+/// `Ready=False` on a running controller whose parent watch fails with 403
+/// (the host's RBAC lacks `list`/`watch` on the parent resource): said once
+/// on the WasmController with a Warning event, instead of only in the log.
+/// Whether it did.
+pub(super) fn report_watch_failure(
+    inner: &Arc<Inner>,
+    wc: &WasmController,
+    status: &mut WasmControllerStatus,
+) -> bool {
+    let Some(parent) = status.parent.clone() else {
+        return false;
+    };
+    let (plural, group) = parent.split_once('.').unwrap_or((parent.as_str(), ""));
+    let Some(f) = inner.caches.failing(group, plural) else {
+        return false;
+    };
+    if f.code != 403 {
+        return false;
+    }
+    let message = format!(
+        "the host may not {} {parent}: {}; no parent is reconciled until its RBAC role allows list and watch",
+        f.verb, f.message
+    );
+    let generation = wc.metadata.generation;
+    warn_cond(
+        inner,
+        wc,
+        status,
+        "Ready",
+        "Forbidden",
+        &message,
+        generation,
+    );
+    true
+}

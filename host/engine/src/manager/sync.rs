@@ -157,7 +157,9 @@ async fn report_running(
 ) {
     let generation = wc.metadata.generation;
     set_cond(&mut status, "PluginLoaded", true, "Loaded", "", generation);
-    set_cond(&mut status, "Ready", true, "Running", "", generation);
+    if !claims::report_watch_failure(cx.inner, wc, &mut status) {
+        set_cond(&mut status, "Ready", true, "Running", "", generation);
+    }
     if let Some(report) = report {
         report_parent_status(cx.inner, wc, &mut status, &report, generation);
     }
