@@ -173,21 +173,6 @@ pub(super) fn peers_of(cache: &KindCache, obj: &DynamicObject) -> Vec<ObjectKey>
         .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_group_of_an_api_version() {
-        assert_eq!(group_of("v1"), "");
-        assert_eq!(group_of("apps/v1"), "apps");
-        assert_eq!(
-            group_of("my-app.example.com/v1alpha1"),
-            "my-app.example.com"
-        );
-    }
-}
-
 /// `Ready=False` on a running controller whose parent watch fails with 403
 /// (the host's RBAC lacks `list`/`watch` on the parent resource): said once
 /// on the WasmController with a Warning event, instead of only in the log.
@@ -222,4 +207,19 @@ pub(super) fn report_watch_failure(
         generation,
     );
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_group_of_an_api_version() {
+        assert_eq!(group_of("v1"), "");
+        assert_eq!(group_of("apps/v1"), "apps");
+        assert_eq!(
+            group_of("my-app.example.com/v1alpha1"),
+            "my-app.example.com"
+        );
+    }
 }
