@@ -385,28 +385,38 @@ async fn two_writers_fighting_over_a_status_do_not_hot_loop() -> Result<()> {
     init_tracing();
     let mut env = Env::start().await?;
     env.namespace("ns1").await?;
-    // Two controllers for the same parent kind that disagree about the status:
-    // each restores its own version when the other overwrites it.
+    // Two controllers on the same parent kind that disagree about the status:
+    // each restores its own version when the other overwrites it. One kind
+    // has one owning controller (the second would be `ParentConflict`), so
+    // the second writer is a decorator that writes the status.
     let mut plugins = Vec::new();
     for name in ["left", "right"] {
+        let widgets = json!({"apiVersion": format!("{TEST_GROUP}/v1"), "resource": "widgets"});
+        let parent = if name == "left" {
+            json!({"parentResource": widgets})
+        } else {
+            json!({"decorate": {"resource": widgets, "writeStatus": true}})
+        };
         let p = ScriptPlugin::new(name, move |_, _| {
             let mut r = response(vec![]);
             r.status = Some(json!({"owner": name}));
             Ok(r)
         });
         let path = env.plugin_file(name, p.clone())?;
-        env.create_controller(json!({
+        let mut wc = json!({
             "apiVersion": "wasm-reconciler.dev/v1alpha1",
             "kind": "WasmController",
             "metadata": {"name": name},
             "spec": {
-                "parentResource": {"apiVersion": format!("{TEST_GROUP}/v1"), "resource": "widgets"},
                 "childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
                 "plugin": {"path": path.display().to_string()},
                 "resyncPeriodSeconds": 3600
             }
-        }))
-        .await?;
+        });
+        for (k, v) in parent.as_object().into_iter().flatten() {
+            wc["spec"][k] = v.clone();
+        }
+        env.create_controller(wc).await?;
         plugins.push(p);
     }
     env.start_manager();

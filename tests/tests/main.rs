@@ -17,6 +17,7 @@ mod engine_scenarios;
 mod engine_status;
 mod engine_status_mode;
 mod engine_strategies;
+mod engine_trial;
 mod languages_bench;
 mod languages_e2e;
 mod languages_metacontroller;

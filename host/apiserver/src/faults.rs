@@ -22,6 +22,8 @@ pub enum FaultAction {
     InternalError,
     /// 503 ServiceUnavailable, nothing committed.
     Unavailable,
+    /// 403 Forbidden (as RBAC answers a verb the client may not use), nothing committed.
+    Forbidden,
     /// Hold the request `hold_ms`, then answer 504 Timeout or, with
     /// `drop_connection`, close the connection without an answer. Nothing committed.
     #[serde(rename_all = "camelCase")]
@@ -48,6 +50,7 @@ impl FaultAction {
             FaultAction::TooManyRequests { .. } => "tooManyRequests",
             FaultAction::InternalError => "internalError",
             FaultAction::Unavailable => "unavailable",
+            FaultAction::Forbidden => "forbidden",
             FaultAction::Timeout { .. } => "timeout",
             FaultAction::CommitThenDrop => "commitThenDrop",
             FaultAction::Latency { .. } => "latency",

@@ -103,6 +103,20 @@ pub struct KindCache {
     /// The selector of the last completed (re)list, once there was one.
     listed: watch::Sender<Option<Option<String>>>,
     task: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The watch's last error, while it fails ([`KindCache::watch_failed`]).
+    failing: Mutex<Option<WatchFailure>>,
+}
+
+/// Why a kind's watch fails, kept while it does so the WasmController can
+/// say it (a 403 is a missing RBAC rule, not a transient error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchFailure {
+    /// `list` or `watch`.
+    pub verb: &'static str,
+    /// HTTP status from the API server (0: no answer).
+    pub code: u16,
+    /// The API server's message, or the client error.
+    pub message: String,
 }
 
 impl Drop for KindCache {
@@ -148,6 +162,7 @@ impl KindCache {
             want: watch::channel(selector).0,
             listed: watch::channel(None).0,
             task: Mutex::new(Vec::new()),
+            failing: Mutex::new(None),
         })
     }
 
@@ -165,6 +180,53 @@ impl KindCache {
         let _ = rx
             .wait_for(|l| l.as_ref() == Some(&*self.want.borrow()))
             .await;
+    }
+
+    /// Why the watch fails, while it does.
+    pub fn failing(&self) -> Option<WatchFailure> {
+        self.failing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records a watch error; logged (structured, without the whole Status)
+    /// only when it differs from the last one, so a watch retried every
+    /// second or so does not repeat itself.
+    fn watch_failed(&self, e: &watcher::Error) {
+        let (verb, err) = match e {
+            watcher::Error::InitialListFailed(e) => ("list", Some(e)),
+            watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e) => {
+                ("watch", Some(e))
+            }
+            _ => ("watch", None),
+        };
+        let (code, message) = match (err, e) {
+            (Some(kube::Error::Api(s)), _) => (s.code, s.message.clone()),
+            (Some(e), _) => (0, e.to_string()),
+            (None, watcher::Error::WatchError(s)) => (s.code, s.message.clone()),
+            (None, e) => (0, e.to_string()),
+        };
+        let f = WatchFailure {
+            verb,
+            code,
+            message,
+        };
+        let mut last = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        if last.as_ref() != Some(&f) {
+            tracing::warn!(kind = %self.ar.kind, group = %self.ar.group, verb, code, error = %f.message, "watch failing; retrying with backoff");
+        } else {
+            tracing::debug!(kind = %self.ar.kind, verb, code, "watch still failing");
+        }
+        *last = Some(f);
+    }
+
+    /// The watch works (again).
+    fn watch_ok(&self) {
+        let mut last = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        if last.take().is_some() {
+            tracing::info!(kind = %self.ar.kind, group = %self.ar.group, "watch recovered");
+        }
     }
 
     /// The resource this cache watches.
@@ -550,6 +612,15 @@ impl CacheRegistry {
             .collect()
     }
 
+    /// Why the watch of `plural` in `group` fails, if one is live and failing.
+    pub fn failing(&self, group: &str, plural: &str) -> Option<WatchFailure> {
+        let caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        caches
+            .iter()
+            .filter(|((g, _, p), _)| g == group && p == plural)
+            .find_map(|(_, w)| w.upgrade()?.failing())
+    }
+
     /// Number of live caches (each one is one watch).
     pub fn live(&self) -> usize {
         self.caches
@@ -588,15 +659,14 @@ async fn watch_kind(
                     let Some(cache) = weak.upgrade() else { return };
                     match item {
                         Ok(ev) => {
+                            cache.watch_ok();
                             let done = matches!(ev, Event::InitDone);
                             cache.handle(ev, &mut relist);
                             if done {
                                 cache.listed.send_replace(Some(selector.clone()));
                             }
                         }
-                        Err(e) => {
-                            tracing::warn!(kind = %kind, error = %e, "watch error; retrying with backoff")
-                        }
+                        Err(e) => cache.watch_failed(&e),
                     }
                 }
                 changed = want.changed() => {

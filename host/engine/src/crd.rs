@@ -28,11 +28,7 @@ pub const GROUP: &str = "wasm-reconciler.dev";
     shortname = "wc",
     category = "wasm-reconciler",
     derive = "PartialEq",
-    printcolumn(
-        name = "Parent",
-        type_ = "string",
-        json_path = ".spec.parentResource.apiVersion"
-    ),
+    printcolumn(name = "Parent", type_ = "string", json_path = ".status.parent"),
     printcolumn(
         name = "Digest",
         type_ = "string",
@@ -655,6 +651,11 @@ pub struct WasmControllerStatus {
     /// `PluginLoaded` and `Ready`.
     #[serde(default)]
     pub conditions: Vec<Condition>,
+    /// The parent resource (or decorated resource) as `plural.group`, e.g.
+    /// `apps.my-app.example.com` (`plural` in the core group): `kubectl get
+    /// wasmcontrollers` shows it, so two controllers in one group differ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
     /// `sha256:<hex>` of the plugin currently serving this controller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin_digest: Option<String>,

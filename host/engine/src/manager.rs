@@ -38,6 +38,7 @@ use crate::rollout::{Judge, Judged, Verdict};
 use crate::status_schema::SchemaCheck;
 use crate::versions::{Lookup, Role, Versions};
 
+mod claims;
 mod delivery;
 mod sync;
 
@@ -245,12 +246,19 @@ impl Manager {
         let cache = inner.caches.get(&inner.wc_ar);
         let queue = Arc::new(WorkQueue::new(inner.opts.backoff));
         let q = queue.clone();
+        let wcs = Arc::downgrade(&cache);
         let _sub = cache.subscribe(move |ch| {
             if !controller::parent_change_matters(ch) {
                 return;
             }
             if let Some(o) = ch.new.or(ch.old) {
                 q.add(crate::cache::key_of(o));
+            }
+            // Another WasmController may own (or lose) this one's parent.
+            if let Some(wcs) = wcs.upgrade() {
+                for o in ch.old.into_iter().chain(ch.new) {
+                    claims::peers_of(&wcs, o).into_iter().for_each(|k| q.add(k));
+                }
             }
         });
         let worker = {

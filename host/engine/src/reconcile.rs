@@ -583,6 +583,15 @@ async fn execute_answer(
             Err(p) => problems.push(p),
         }
     }
+    // A child the API server rejects is the plugin's fault, like invalid
+    // output: say so on the parent (deduplicated like every event).
+    for p in problems
+        .iter()
+        .filter(|p| p.problem.reason == "ChildInvalid")
+    {
+        let (reason, message) = (p.problem.reason, &p.problem.message);
+        ctl.events.record(&on, EventKind::Warning, reason, message);
+    }
     let mut seen: Vec<Problem> = problems.iter().map(|p| p.problem.clone()).collect();
     seen.extend(a.stalled());
     let settle = a.settle(&seen);

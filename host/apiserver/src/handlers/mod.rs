@@ -459,6 +459,13 @@ async fn fault_response(action: &FaultAction, route: &Route) -> Option<Response>
             retry_after_seconds,
         } => Some(ApiError::too_many_requests(*retry_after_seconds).into_response()),
         FaultAction::InternalError => Some(ApiError::internal("injected fault").into_response()),
+        FaultAction::Forbidden => Some(
+            ApiError::forbidden(format!(
+                "{} is forbidden: injected fault",
+                route.def.qualified()
+            ))
+            .into_response(),
+        ),
         FaultAction::Unavailable => Some(
             ApiError::unavailable(
                 "the server is currently unable to handle the request (injected fault)",

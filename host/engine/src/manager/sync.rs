@@ -11,8 +11,8 @@ use std::time::Duration;
 use kube::api::{Api, DynamicObject};
 
 use super::{
-    CLEANUP_FINALIZER, FailedStart, Inner, LoadJob, MANAGER_FIELD_MANAGER, Running, delivery,
-    fill_plugin_status, has, judged, load_state, lock, now_rfc3339, read_source, refuse,
+    CLEANUP_FINALIZER, FailedStart, Inner, LoadJob, MANAGER_FIELD_MANAGER, Running, claims,
+    delivery, fill_plugin_status, has, judged, load_state, lock, now_rfc3339, read_source, refuse,
     report_invalid_spec, report_parent_status, rollback_if_failed, running_plugin, set_cond,
     spawn_load, start_failed, stop, sync_deleted, wc_regarding, write_wc_status,
 };
@@ -85,6 +85,14 @@ async fn sync_present(
         report_invalid_spec(&api, &wc, status, &e.to_string()).await;
         return Ok(Outcome::Success { next: None });
     }
+    if status.parent.is_none() || status.observed_generation != wc.metadata.generation {
+        status.parent = Some(claims::resource_name(&inner.client, wc.spec.parent_ref()).await);
+    }
+    let wcs = inner.caches.get(&inner.wc_ar);
+    if let Some(c) = claims::conflict(&inner.client, &wcs, &wc).await {
+        claims::yield_parent(inner, &wc, status, &c).await;
+        return Ok(Outcome::Success { next: None });
+    }
     let cx = Ctx {
         inner,
         queue,
@@ -149,7 +157,9 @@ async fn report_running(
 ) {
     let generation = wc.metadata.generation;
     set_cond(&mut status, "PluginLoaded", true, "Loaded", "", generation);
-    set_cond(&mut status, "Ready", true, "Running", "", generation);
+    if !claims::report_watch_failure(cx.inner, wc, &mut status) {
+        set_cond(&mut status, "Ready", true, "Running", "", generation);
+    }
     if let Some(report) = report {
         report_parent_status(cx.inner, wc, &mut status, &report, generation);
     }
