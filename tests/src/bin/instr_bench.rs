@@ -144,7 +144,10 @@ fn kernel_at_least(release: &str, min: (u64, u64)) -> bool {
 }
 
 /// The counts under the baseline keys of this kind of kernel.
-fn keyed_for_this_kernel(counts: BTreeMap<String, u64>, pagemap_scan: bool) -> BTreeMap<String, u64> {
+fn keyed_for_this_kernel(
+    counts: BTreeMap<String, u64>,
+    pagemap_scan: bool,
+) -> BTreeMap<String, u64> {
     counts
         .into_iter()
         .map(|(w, n)| {
@@ -504,7 +507,10 @@ mod tests {
         assert!(!kernel_at_least("6.6.87-generic", (6, 7)));
         assert!(!kernel_at_least("5.15.0-105-generic", (6, 7)));
         assert!(!kernel_at_least("garbage", (6, 7)));
-        let counts = BTreeMap::from([("plugin-call".to_string(), 5), ("reconcile-path".to_string(), 7)]);
+        let counts = BTreeMap::from([
+            ("plugin-call".to_string(), 5),
+            ("reconcile-path".to_string(), 7),
+        ]);
         let old = keyed_for_this_kernel(counts.clone(), false);
         assert_eq!(old.get(PLUGIN_CALL_WITHOUT_PAGEMAP_SCAN), Some(&5));
         assert_eq!(old.get("reconcile-path"), Some(&7));
