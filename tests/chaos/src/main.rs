@@ -314,10 +314,11 @@ async fn membership_seen(state: &Mutex<supervisor::State>, shard: bool) -> Strin
             let m = &i.metrics;
             if shard {
                 format!(
-                    "{}:epoch={},members={},settled={}",
+                    "{}:epoch={},members={},member={},settled={}",
                     i.name,
                     promtext::sum(m, "wasm_reconciler_shard_epoch", &[]),
                     promtext::sum(m, "wasm_reconciler_shard_members", &[]),
+                    promtext::sum(m, "wasm_reconciler_shard_member", &[]),
                     promtext::sum(m, "wasm_reconciler_shard_settled", &[]),
                 )
             } else {
@@ -361,7 +362,14 @@ async fn wait_for_stable_membership(
                 && if shard {
                     epochs.len() == 1
                         && live.iter().all(|i| {
+                            // The map's members are exactly the live hosts:
+                            // as many, and each one in it. A host that has
+                            // read a settled map but is not yet in it (a
+                            // joiner), beside a dead member whose Lease has
+                            // not expired, also counts `hosts` members; its
+                            // join then moves parents inside the window.
                             value(i, "wasm_reconciler_shard_settled") >= 1.0
+                                && value(i, "wasm_reconciler_shard_member") >= 1.0
                                 && value(i, "wasm_reconciler_shard_members") as usize == hosts
                         })
                 } else {

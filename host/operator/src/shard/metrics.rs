@@ -12,6 +12,7 @@ use prometheus_client::registry::Registry;
 pub struct ShardMetrics {
     owned_parents: Gauge,
     members: Gauge,
+    member: Gauge,
     epoch: Gauge,
     settled: Gauge,
     fenced: Gauge,
@@ -28,6 +29,7 @@ impl ShardMetrics {
         let m = ShardMetrics {
             owned_parents: Gauge::default(),
             members: Gauge::default(),
+            member: Gauge::default(),
             epoch: Gauge::default(),
             settled: Gauge::default(),
             fenced: Gauge::default(),
@@ -49,6 +51,11 @@ impl ShardMetrics {
             "shard_members",
             "Members of the newest shard map this replica read",
             m.members.clone(),
+        );
+        r.register(
+            "shard_member",
+            "1 when this replica is a member of the newest shard map it read (a joiner is not until the coordinator adds it)",
+            m.member.clone(),
         );
         r.register(
             "shard_epoch",
@@ -108,6 +115,8 @@ impl ShardMetrics {
     /// Records the map this replica works under.
     pub fn view(&self, view: &super::ShardView) {
         self.members.set(view.current.members.len() as i64);
+        self.member
+            .set(i64::from(view.current.members.contains(&view.identity)));
         self.epoch.set(view.current.number as i64);
         self.settled.set(i64::from(view.settled));
         self.fenced.set(i64::from(view.fenced));
