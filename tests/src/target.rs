@@ -124,39 +124,24 @@ impl RealSession {
     /// [`Self::begin`] for tests without an async runtime (the `run` tests).
     pub fn begin_blocking() -> Result<RealSession> {
         let s = Self::locked()?;
-        let kc = s.shared.kubeconfig.clone();
-        std::thread::spawn(move || -> Result<()> {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            rt.block_on(async move {
-                let client = crate::real_cluster::admin_client(&kc).await?;
-                clear(&client).await
-            })
-        })
-        .join()
-        .map_err(|_| anyhow!("clearing the real cluster panicked"))??;
+        on_admin_thread(
+            &s.shared.kubeconfig,
+            "clearing the real cluster",
+            |client| async move { clear(&client).await },
+        )?;
         s.clear_requests()?;
         Ok(s)
     }
 
     /// Creates namespace `ns` (mapped) without an async runtime.
     pub fn create_namespace_blocking(&self, ns: &str) -> Result<()> {
-        let kc = self.shared.kubeconfig.clone();
         let ns = self.ns(ns);
-        let prefix = self.prefix.clone();
-        std::thread::spawn(move || -> Result<()> {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            rt.block_on(async move {
-                let client = crate::real_cluster::admin_client(&kc).await?;
-                create_ns(&client, &ns).await
-            })
-            .with_context(|| format!("session {prefix}"))
-        })
-        .join()
-        .map_err(|_| anyhow!("creating a namespace panicked"))?
+        on_admin_thread(
+            &self.shared.kubeconfig,
+            "creating a namespace",
+            |client| async move { create_ns(&client, &ns).await },
+        )
+        .with_context(|| format!("session {}", self.prefix))
     }
 
     /// An admin client.
@@ -229,23 +214,18 @@ impl RealSession {
             FENCES.fetch_add(1, Ordering::SeqCst)
         );
         let from = self.shared.audit.mark()?;
-        let kc = self.shared.kubeconfig.clone();
         let get = name.clone();
-        std::thread::spawn(move || -> Result<()> {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            rt.block_on(async move {
-                let client = crate::real_cluster::admin_client(&kc).await?;
+        on_admin_thread(
+            &self.shared.kubeconfig,
+            "the audit fence",
+            |client| async move {
                 let api: Api<Namespace> = Api::all(client);
                 api.get_opt(&get)
                     .await
                     .with_context(|| format!("audit fence: getting namespace {get}"))?;
                 Ok(())
-            })
-        })
-        .join()
-        .map_err(|_| anyhow!("the audit fence panicked"))??;
+            },
+        )?;
         let deadline = std::time::Instant::now() + FENCE_WITHIN;
         loop {
             let seen = self.shared.audit.since(from)?.into_iter().any(|a| {
@@ -287,6 +267,28 @@ async fn create_ns(client: &Client, ns: &str) -> Result<()> {
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
         Err(e) => Err(e).with_context(|| format!("creating namespace {ns}")),
     }
+}
+
+/// Runs `work` with an admin client of the cluster at `kubeconfig` on a
+/// thread of its own with a current-thread runtime: callers may be inside
+/// another runtime (or none), where blocking on async work would panic.
+fn on_admin_thread<F, Fut>(kubeconfig: &std::path::Path, what: &str, work: F) -> Result<()>
+where
+    F: FnOnce(Client) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let kc = kubeconfig.to_path_buf();
+    std::thread::spawn(move || -> Result<()> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async move {
+            let client = crate::real_cluster::admin_client(&kc).await?;
+            work(client).await
+        })
+    })
+    .join()
+    .map_err(|_| anyhow!("{what} panicked"))?
 }
 
 /// Removes what earlier tests left: WasmControllers (finalizers dropped, waited
