@@ -7,16 +7,27 @@
 //! For every parent (its own writes and its children's, attributed by the
 //! caller), when the writer changes from A (last write at position i) to B
 //! (first write at j), both must hold:
-//! - a new shard map was written (Lease `<group>-shards`) since the parent's
-//!   previous writer change (a parent moves at most once per map), and
-//! - A acknowledged after i — a write to its member Lease in (i, j) — or A
-//!   was dead by j: no request of A after j.
+//! - a shard map of its own moved the parent: the writers of one parent work
+//!   under maps of increasing number (one map has one owner per parent, and
+//!   B gains a parent only under a map newer than the one A worked under),
+//!   so the k-th writer change needs the k-th map in a chain of maps, each
+//!   written before the change's first write (Lease `<group>-shards`; the
+//!   earliest unused one is taken). The map need not come after A's first
+//!   write: a replica that gained a parent may first write it after the
+//!   next map was written and before it read that map (chaos sharded, seed
+//!   3: host0 gained six parents under one map, wrote them only after the
+//!   next map gave them to a joiner, and stopped before acknowledging it);
+//! - A acknowledged that map after its last write — a write to its member
+//!   Lease after both i and the map, before j — or A was dead by j: no
+//!   request of A after j.
 //!
 //! Two replicas reconciling one parent at once would interleave their writes
-//! without either, which is what the check catches. Its limit: positions are
-//! completion order, and a member-Lease write is any renewal, not only the
-//! acknowledgement (the log has no bodies), so the second rule is necessary
-//! rather than sufficient; the first rule is exact.
+//! without either, which is what the check catches. Its limits: positions are
+//! completion order, a member-Lease write is any renewal, not only the
+//! acknowledgement, and which map a write was made under is not in the log
+//! (it has no bodies), so both rules are necessary rather than sufficient:
+//! a short overlap can pass when enough maps were written before it, a
+//! lasting one runs out of maps.
 
 use std::collections::BTreeMap;
 
@@ -109,7 +120,8 @@ pub fn handovers(
         }
     }
     for (parent, writes) in &per_parent {
-        let mut since = 0;
+        // The next map a writer change may use (index into `maps`).
+        let mut next = 0;
         let mut moved = false;
         for w in writes.windows(2) {
             let ((i, a), (j, b)) = (w[0], w[1]);
@@ -118,21 +130,23 @@ pub fn handovers(
             }
             moved = true;
             out.switches += 1;
-            if !maps.iter().any(|m| (since..j).contains(m)) {
-                out.violations.push(format!(
-                    "{parent}: {b} took over from {a} at #{j} with no new shard map since #{since}"
-                ));
+            let map = maps.get(next).copied().filter(|m| *m < j);
+            match map {
+                Some(_) => next += 1,
+                None => out.violations.push(format!(
+                    "{parent}: {b} took over from {a} at #{j} with no shard map of its own (the {next} maps before it moved the parent already)"
+                )),
             }
+            let after = i.max(map.unwrap_or(0)) + 1;
             let acked = member_writes
                 .get(a)
-                .is_some_and(|ws| ws.iter().any(|x| (i + 1..j).contains(x)));
+                .is_some_and(|ws| ws.iter().any(|x| (after..j).contains(x)));
             let dead = last_request.get(a).is_some_and(|l| *l < j);
             if !acked && !dead {
                 out.violations.push(format!(
-                    "{parent}: {b} wrote at #{j} while {a} (last write #{i}) neither acknowledged nor died"
+                    "{parent}: {b} wrote at #{j} while {a} (last write #{i}) neither acknowledged the map nor died"
                 ));
             }
-            since = j;
         }
         out.parents_moved += usize::from(moved);
     }
@@ -227,6 +241,38 @@ mod tests {
         log.push(rec("a", "update", "leases", "g-member-a-1"));
         log.push(rec("b", "update", "leases", "g-member-b-1"));
         log.push(rec("a", "patch", "staticsites", "s001"));
+        assert!(check(&log).is_err());
+    }
+
+    /// Chaos sharded, seed 3: a gained a parent under map 1 and first wrote
+    /// it after map 2 (which gives it to b) was written, then acknowledged.
+    #[test]
+    fn a_writer_may_start_after_the_map_that_moves_the_parent_on() {
+        let log = vec![
+            rec("c", "patch", "staticsites", "s001"),
+            rec("a", "update", "leases", "g-shards"),
+            rec("a", "update", "leases", "g-shards"),
+            rec("a", "patch", "staticsites", "s001"),
+            rec("a", "update", "leases", "g-member-a-1"),
+            rec("b", "patch", "staticsites", "s001"),
+        ];
+        let stats = check(&log).unwrap();
+        assert_eq!(stats.switches, 2);
+        // The same writes with one map: two moves need two maps.
+        let mut one = log.clone();
+        one.remove(2);
+        assert!(check(&one).is_err());
+    }
+
+    #[test]
+    fn an_acknowledgement_before_the_map_does_not_count() {
+        let log = vec![
+            rec("a", "patch", "staticsites", "s001"),
+            rec("a", "update", "leases", "g-member-a-1"),
+            rec("a", "update", "leases", "g-shards"),
+            rec("b", "patch", "staticsites", "s001"),
+            rec("a", "get", "leases", "g-shards"),
+        ];
         assert!(check(&log).is_err());
     }
 

@@ -98,6 +98,10 @@ pub struct Args {
     /// Working directory (logs, data, kubeconfig); default: a new temp dir, kept on failure.
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
+    /// Judge a kept request log (`requests.jsonl` of a failed sharded run)
+    /// with the "never two owners" check again, and run nothing else.
+    #[arg(long, conflicts_with_all = ["profile", "shard", "kubeconfig"])]
+    pub judge_log: Option<PathBuf>,
 }
 
 /// Every setting resolved.

@@ -45,6 +45,16 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    if let Some(path) = &args.judge_log {
+        return match judge_log(path) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) => {
+                eprintln!("chaos: {e:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -561,6 +571,33 @@ async fn healthy_reconciles(state: &Mutex<supervisor::State>) -> f64 {
 
 /// Writes the request log as JSON lines to `path` (best effort: a failure
 /// to write it is reported, the run's verdict does not depend on it).
+/// `--judge-log`: the "never two owners" check on a kept request log.
+fn judge_log(path: &std::path::Path) -> Result<bool> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the request log {}", path.display()))?;
+    let log = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, l)| {
+            serde_json::from_str::<wr_apiserver::RequestRecord>(l)
+                .with_context(|| format!("{}: line {}", path.display(), n + 1))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let check = invariants::never_two_owners(&log, procs::SHARD_GROUP);
+    println!(
+        "{}: {} ({} writer changes checked, {} violations)",
+        check.name,
+        if check.ok() { "PASS" } else { "FAIL" },
+        check.checked,
+        check.violations
+    );
+    for e in &check.examples {
+        println!("  {e}");
+    }
+    Ok(check.ok())
+}
+
 fn keep_request_log(path: &std::path::Path, log: &[wr_apiserver::RequestRecord]) {
     let text: String = log
         .iter()
