@@ -279,9 +279,11 @@ async fn pass(
     let decision = if ctl.target.selects(&observed.parent) {
         let plugin = ctl.plugin();
         // The version that serves this parent: a canary rollout may have
-        // moved it to the candidate. Memoisation and records name that one.
-        let candidate = ctl
-            .candidate()
+        // moved it to the candidate. Memoisation, records and the call all
+        // use this one snapshot.
+        let installed = ctl.candidate();
+        let candidate = installed
+            .clone()
             .filter(|c| c.route.serves_object(&observed.parent));
         let (digest, info) = match &candidate {
             Some(c) => (c.digest.clone(), c.plugin.info()),
@@ -300,25 +302,31 @@ async fn pass(
             Ok(selection) => {
                 selection.narrow(&ctl.target, &mut observed);
                 let req = decide::request(&ctl.target, &observed, &now);
-                // Rule 13: the inputs (the narrowed request, `now` aside)
-                // equal those of the last quiet pass: nothing to do.
-                let (last, requeue_after) = ctl.memo.last(key).unzip();
-                memo = memo::check(
-                    ctl.memo.memoisable(info.as_ref()),
-                    // As the serving version sees it: a candidate with a
-                    // config of its own is asked with that config.
-                    || match candidate.as_ref().filter(|c| c.config.is_some()) {
-                        Some(c) => memo::inputs_hash(&digest, &c.request(&req)),
-                        None => memo::inputs_hash(&digest, &req),
-                    },
-                    last,
-                );
-                if memo == MemoCheck::Skip && !shadow_owes(ctl, key, &observed.parent) {
-                    return Ok(memoised(ctl, key, requeue_after.flatten()));
+                // Each object serialised once, as the serving version sees
+                // it (a candidate with a config of its own is asked with
+                // that config): hashed for the memo here, then handed to
+                // the plugin as its wire request.
+                match served_text(&req, candidate.as_deref()) {
+                    Ok(text) => {
+                        // Rule 13: the inputs (the narrowed request, `now`
+                        // aside) equal those of the last quiet pass: nothing to do.
+                        let (last, requeue_after) = ctl.memo.last(key).unzip();
+                        memo = memo::check(
+                            ctl.memo.memoisable(info.as_ref()),
+                            || memo::inputs_hash(&digest, &text),
+                            last,
+                        );
+                        if memo == MemoCheck::Skip && !shadow_owes(ctl, key, &observed.parent) {
+                            return Ok(memoised(ctl, key, requeue_after.flatten()));
+                        }
+                        ctl.count_call();
+                        let (result, took) =
+                            call_plugin(ctl, key, installed, candidate, &req, text).await;
+                        (Some(req), result, took)
+                    }
+                    // Not reached for JSON values; a failed call if it were.
+                    Err(e) => (Some(req), Err(crate::wasm::map_error(e)), started.elapsed()),
                 }
-                ctl.count_call();
-                let (result, took) = call_plugin(ctl, key, &observed.parent, &req).await;
-                (Some(req), result, took)
             }
             Err(e) => (None, Err(e), started.elapsed()),
         };
@@ -421,20 +429,35 @@ fn shadow_owes(ctl: &Controller, key: &ObjectKey, parent: &DynamicObject) -> boo
         .is_some_and(|lane| lane.owes(&key.to_string()))
 }
 
-/// Calls the version that serves this parent: the candidate when a canary
+/// `req` as JSON text for the version that serves the parent: the
+/// `candidate` when it serves it, with its own config if it has one.
+fn served_text(
+    req: &wr_runtime::ReconcileRequest,
+    candidate: Option<&crate::candidate::Installed>,
+) -> Result<wr_runtime::RequestText, wr_runtime::CallError> {
+    let mut text = wr_runtime::RequestText::new(req)?;
+    if let Some(config) = candidate.and_then(|c| c.config.as_ref()) {
+        text.set_config(Some(config))?;
+    }
+    Ok(text)
+}
+
+/// Calls the version that serves this parent: the `candidate` when a canary
 /// rollout moved it there ([`crate::canary`]), else the active one — and
-/// then, off this path, the candidate in its shadow ([`crate::shadow`]).
+/// then, off this path, the `installed` candidate in its shadow
+/// ([`crate::shadow`]). `text` is [`served_text`] of `req` for that version.
 async fn call_plugin(
     ctl: &Controller,
     key: &ObjectKey,
-    parent: &DynamicObject,
+    installed: Option<Arc<crate::candidate::Installed>>,
+    candidate: Option<Arc<crate::candidate::Installed>>,
     req: &wr_runtime::ReconcileRequest,
+    text: wr_runtime::RequestText,
 ) -> (Result<wr_runtime::ReconcileResponse, PluginError>, Duration) {
-    let candidate = ctl.candidate();
-    if let Some(c) = candidate.as_ref().filter(|c| c.route.serves_object(parent)) {
+    if let Some(c) = candidate {
         let req = c.request(req);
         let started = std::time::Instant::now();
-        let result = c.plugin.reconcile(&req, &c.limits).await;
+        let result = c.plugin.reconcile_text(&req, text, &c.limits).await;
         let took = started.elapsed();
         c.tally.record(&result);
         c.tally.served(key);
@@ -442,10 +465,10 @@ async fn call_plugin(
     }
     let plugin = ctl.plugin();
     let started = std::time::Instant::now();
-    let result = plugin.reconcile(req, &ctl.target.limits).await;
+    let result = plugin.reconcile_text(req, text, &ctl.target.limits).await;
     let took = started.elapsed();
     drop(plugin);
-    if let (Some(c), Ok(answer)) = (&candidate, &result)
+    if let (Some(c), Ok(answer)) = (&installed, &result)
         && let Some(lane) = &c.shadow
     {
         lane.offer(c, key.to_string(), req, answer);
