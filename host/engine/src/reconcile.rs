@@ -306,7 +306,8 @@ async fn pass(
                 // it (a candidate with a config of its own is asked with
                 // that config): hashed for the memo here, then handed to
                 // the plugin as its wire request.
-                match served_text(&req, candidate.as_deref()) {
+                let candidate_config = candidate.as_ref().and_then(|c| c.config.as_ref());
+                match served_text(&req, candidate_config) {
                     Ok(text) => {
                         // Rule 13: the inputs (the narrowed request, `now`
                         // aside) equal those of the last quiet pass: nothing to do.
@@ -429,14 +430,15 @@ fn shadow_owes(ctl: &Controller, key: &ObjectKey, parent: &DynamicObject) -> boo
         .is_some_and(|lane| lane.owes(&key.to_string()))
 }
 
-/// `req` as JSON text for the version that serves the parent: the
-/// `candidate` when it serves it, with its own config if it has one.
+/// `req` as JSON text for the version that serves the parent: with
+/// `candidate_config` when a candidate with a config of its own serves it
+/// (what [`crate::candidate::Installed::request`] gives it).
 fn served_text(
     req: &wr_runtime::ReconcileRequest,
-    candidate: Option<&crate::candidate::Installed>,
+    candidate_config: Option<&serde_json::Value>,
 ) -> Result<wr_runtime::RequestText, wr_runtime::CallError> {
     let mut text = wr_runtime::RequestText::new(req)?;
-    if let Some(config) = candidate.and_then(|c| c.config.as_ref()) {
+    if let Some(config) = candidate_config {
         text.set_config(Some(config))?;
     }
     Ok(text)
@@ -1168,6 +1170,33 @@ fn status_rejected(ctl: &Controller, key: &ObjectKey, parent: &DynamicObject, e:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_text_a_pass_hashes_and_sends_is_that_of_the_serving_versions_request() {
+        // A candidate with a config of its own is hashed and called with
+        // that config (as `Installed::request` builds its Values); without
+        // one, with the request's.
+        let req = wr_runtime::ReconcileRequest {
+            parent: serde_json::json!({"metadata": {"name": "p"}}),
+            children: vec![serde_json::json!({"data": {"a": "b"}})],
+            related: vec![],
+            finalizing: false,
+            config: Some(serde_json::json!({"tag": "active"})),
+            now: "2026-01-01T00:00:00Z".into(),
+        };
+        let text = |r: &wr_runtime::ReconcileRequest| wr_runtime::RequestText::new(r).unwrap();
+        assert_eq!(served_text(&req, None).unwrap(), text(&req));
+        let canary = serde_json::json!({"tag": "canary"});
+        let mut as_candidate = req.clone();
+        as_candidate.config = Some(canary.clone());
+        let served = served_text(&req, Some(&canary)).unwrap();
+        assert_eq!(served, text(&as_candidate));
+        assert_ne!(
+            memo::inputs_hash("sha256:c", &served),
+            memo::inputs_hash("sha256:c", &text(&req)),
+            "the candidate's config is one of its inputs"
+        );
+    }
 
     #[test]
     fn the_plugins_verdict_outranks_how_the_writes_went() {
