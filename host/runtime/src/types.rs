@@ -55,8 +55,8 @@ impl ReconcileRequest {
 ///
 /// Why a type of its own: the engine needs the request's bytes twice per
 /// reconcile — for the memo's inputs hash and for the plugin call — and
-/// serialising the objects was a quarter of the host's instructions on an
-/// update (`docs/benchmarks.md`, "Session 9"). Made once with
+/// serialising the objects for each was together ~27 % of the host's
+/// instructions on an update (`docs/benchmarks.md`, sessions 8 and 9). Made once with
 /// [`RequestText::new`], hashed by reference, then moved into the call
 /// ([`crate::Plugin::reconcile_text`]) without another copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,7 +122,7 @@ impl RequestText {
 }
 
 /// The JSON text of one object of a request, as the plugin receives it.
-pub fn json_text(v: &Value) -> Result<String, CallError> {
+pub(crate) fn json_text(v: &Value) -> Result<String, CallError> {
     serde_json::to_string(v).map_err(|e| {
         CallError::fault(
             FaultKind::Internal,
