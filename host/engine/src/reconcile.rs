@@ -279,9 +279,11 @@ async fn pass(
     let decision = if ctl.target.selects(&observed.parent) {
         let plugin = ctl.plugin();
         // The version that serves this parent: a canary rollout may have
-        // moved it to the candidate. Memoisation and records name that one.
-        let candidate = ctl
-            .candidate()
+        // moved it to the candidate. Memoisation, records and the call all
+        // use this one snapshot.
+        let installed = ctl.candidate();
+        let candidate = installed
+            .clone()
             .filter(|c| c.route.serves_object(&observed.parent));
         let (digest, info) = match &candidate {
             Some(c) => (c.digest.clone(), c.plugin.info()),
@@ -300,25 +302,32 @@ async fn pass(
             Ok(selection) => {
                 selection.narrow(&ctl.target, &mut observed);
                 let req = decide::request(&ctl.target, &observed, &now);
-                // Rule 13: the inputs (the narrowed request, `now` aside)
-                // equal those of the last quiet pass: nothing to do.
-                let (last, requeue_after) = ctl.memo.last(key).unzip();
-                memo = memo::check(
-                    ctl.memo.memoisable(info.as_ref()),
-                    // As the serving version sees it: a candidate with a
-                    // config of its own is asked with that config.
-                    || match candidate.as_ref().filter(|c| c.config.is_some()) {
-                        Some(c) => memo::inputs_hash(&digest, &c.request(&req)),
-                        None => memo::inputs_hash(&digest, &req),
-                    },
-                    last,
-                );
-                if memo == MemoCheck::Skip && !shadow_owes(ctl, key, &observed.parent) {
-                    return Ok(memoised(ctl, key, requeue_after.flatten()));
+                // Each object serialised once, as the serving version sees
+                // it (a candidate with a config of its own is asked with
+                // that config): hashed for the memo here, then handed to
+                // the plugin as its wire request.
+                let candidate_config = candidate.as_ref().and_then(|c| c.config.as_ref());
+                match served_text(&req, candidate_config) {
+                    Ok(text) => {
+                        // Rule 13: the inputs (the narrowed request, `now`
+                        // aside) equal those of the last quiet pass: nothing to do.
+                        let (last, requeue_after) = ctl.memo.last(key).unzip();
+                        memo = memo::check(
+                            ctl.memo.memoisable(info.as_ref()),
+                            || memo::inputs_hash(&digest, &text),
+                            last,
+                        );
+                        if memo == MemoCheck::Skip && !shadow_owes(ctl, key, &observed.parent) {
+                            return Ok(memoised(ctl, key, requeue_after.flatten()));
+                        }
+                        ctl.count_call();
+                        let (result, took) =
+                            call_plugin(ctl, key, installed, candidate, &req, text).await;
+                        (Some(req), result, took)
+                    }
+                    // Not reached for JSON values; a failed call if it were.
+                    Err(e) => (Some(req), Err(crate::wasm::map_error(e)), started.elapsed()),
                 }
-                ctl.count_call();
-                let (result, took) = call_plugin(ctl, key, &observed.parent, &req).await;
-                (Some(req), result, took)
             }
             Err(e) => (None, Err(e), started.elapsed()),
         };
@@ -421,20 +430,36 @@ fn shadow_owes(ctl: &Controller, key: &ObjectKey, parent: &DynamicObject) -> boo
         .is_some_and(|lane| lane.owes(&key.to_string()))
 }
 
-/// Calls the version that serves this parent: the candidate when a canary
+/// `req` as JSON text for the version that serves the parent: with
+/// `candidate_config` when a candidate with a config of its own serves it
+/// (what [`crate::candidate::Installed::request`] gives it).
+fn served_text(
+    req: &wr_runtime::ReconcileRequest,
+    candidate_config: Option<&serde_json::Value>,
+) -> Result<wr_runtime::RequestText, wr_runtime::CallError> {
+    let mut text = wr_runtime::RequestText::new(req)?;
+    if let Some(config) = candidate_config {
+        text.set_config(Some(config))?;
+    }
+    Ok(text)
+}
+
+/// Calls the version that serves this parent: the `candidate` when a canary
 /// rollout moved it there ([`crate::canary`]), else the active one — and
-/// then, off this path, the candidate in its shadow ([`crate::shadow`]).
+/// then, off this path, the `installed` candidate in its shadow
+/// ([`crate::shadow`]). `text` is [`served_text`] of `req` for that version.
 async fn call_plugin(
     ctl: &Controller,
     key: &ObjectKey,
-    parent: &DynamicObject,
+    installed: Option<Arc<crate::candidate::Installed>>,
+    candidate: Option<Arc<crate::candidate::Installed>>,
     req: &wr_runtime::ReconcileRequest,
+    text: wr_runtime::RequestText,
 ) -> (Result<wr_runtime::ReconcileResponse, PluginError>, Duration) {
-    let candidate = ctl.candidate();
-    if let Some(c) = candidate.as_ref().filter(|c| c.route.serves_object(parent)) {
+    if let Some(c) = candidate {
         let req = c.request(req);
         let started = std::time::Instant::now();
-        let result = c.plugin.reconcile(&req, &c.limits).await;
+        let result = c.plugin.reconcile_text(&req, text, &c.limits).await;
         let took = started.elapsed();
         c.tally.record(&result);
         c.tally.served(key);
@@ -442,10 +467,10 @@ async fn call_plugin(
     }
     let plugin = ctl.plugin();
     let started = std::time::Instant::now();
-    let result = plugin.reconcile(req, &ctl.target.limits).await;
+    let result = plugin.reconcile_text(req, text, &ctl.target.limits).await;
     let took = started.elapsed();
     drop(plugin);
-    if let (Some(c), Ok(answer)) = (&candidate, &result)
+    if let (Some(c), Ok(answer)) = (&installed, &result)
         && let Some(lane) = &c.shadow
     {
         lane.offer(c, key.to_string(), req, answer);
@@ -1145,6 +1170,33 @@ fn status_rejected(ctl: &Controller, key: &ObjectKey, parent: &DynamicObject, e:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_text_a_pass_hashes_and_sends_is_that_of_the_serving_versions_request() {
+        // A candidate with a config of its own is hashed and called with
+        // that config (as `Installed::request` builds its Values); without
+        // one, with the request's.
+        let req = wr_runtime::ReconcileRequest {
+            parent: serde_json::json!({"metadata": {"name": "p"}}),
+            children: vec![serde_json::json!({"data": {"a": "b"}})],
+            related: vec![],
+            finalizing: false,
+            config: Some(serde_json::json!({"tag": "active"})),
+            now: "2026-01-01T00:00:00Z".into(),
+        };
+        let text = |r: &wr_runtime::ReconcileRequest| wr_runtime::RequestText::new(r).unwrap();
+        assert_eq!(served_text(&req, None).unwrap(), text(&req));
+        let canary = serde_json::json!({"tag": "canary"});
+        let mut as_candidate = req.clone();
+        as_candidate.config = Some(canary.clone());
+        let served = served_text(&req, Some(&canary)).unwrap();
+        assert_eq!(served, text(&as_candidate));
+        assert_ne!(
+            memo::inputs_hash("sha256:c", &served),
+            memo::inputs_hash("sha256:c", &text(&req)),
+            "the candidate's config is one of its inputs"
+        );
+    }
 
     #[test]
     fn the_plugins_verdict_outranks_how_the_writes_went() {

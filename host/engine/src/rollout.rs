@@ -121,14 +121,31 @@ impl ReconcilePlugin for Judged {
     ) -> BoxFuture<'a, Result<ReconcileResponse, PluginError>> {
         Box::pin(async move {
             let r = self.inner.reconcile(req, limits).await;
-            let fault = matches!(
-                r,
-                Err(PluginError::Fault { .. } | PluginError::Permanent { .. })
-            );
-            self.judge.record(fault);
+            self.judge.record(judged_fault(&r));
             r
         })
     }
+
+    fn reconcile_text<'a>(
+        &'a self,
+        req: &'a ReconcileRequest,
+        text: wr_runtime::RequestText,
+        limits: &'a CallLimits,
+    ) -> BoxFuture<'a, Result<ReconcileResponse, PluginError>> {
+        Box::pin(async move {
+            let r = self.inner.reconcile_text(req, text, limits).await;
+            self.judge.record(judged_fault(&r));
+            r
+        })
+    }
+}
+
+/// Whether a call's outcome counts against the rollout.
+fn judged_fault(r: &Result<ReconcileResponse, PluginError>) -> bool {
+    matches!(
+        r,
+        Err(PluginError::Fault { .. } | PluginError::Permanent { .. })
+    )
 }
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use wr_runtime::{CallError, CallLimits, PluginRuntime, ReconcileRequest, ReconcileResponse};
+use wr_runtime::{
+    CallError, CallLimits, PluginRuntime, ReconcileRequest, ReconcileResponse, RequestText,
+};
 
 use crate::plugin::{PluginError, PluginLoader, ReconcilePlugin};
 
@@ -51,6 +53,15 @@ impl ReconcilePlugin for WasmPlugin {
         limits: &'a CallLimits,
     ) -> BoxFuture<'a, Result<ReconcileResponse, PluginError>> {
         Box::pin(async move { self.0.reconcile(req, limits).await.map_err(map_error) })
+    }
+
+    fn reconcile_text<'a>(
+        &'a self,
+        _req: &'a ReconcileRequest,
+        text: RequestText,
+        limits: &'a CallLimits,
+    ) -> BoxFuture<'a, Result<ReconcileResponse, PluginError>> {
+        Box::pin(async move { self.0.reconcile_text(text, limits).await.map_err(map_error) })
     }
 
     fn customize<'a>(

@@ -372,12 +372,33 @@ impl Plugin {
         req: &ReconcileRequest,
         limits: &CallLimits,
     ) -> (Result<ReconcileResponse, CallError>, CallTimings) {
-        // Lowered here: the request is borrowed, its wire form is owned and
-        // can move to the call pool if it is on. Both lanes share the contract version.
-        let wire = match bindings::wire_request(self.inner.pre.contract(), req) {
-            Ok(wire) => wire,
-            Err(err) => return (Err(err), CallTimings::default()),
-        };
+        match RequestText::new(req) {
+            Ok(text) => self.reconcile_text_timed(text, limits).await,
+            Err(err) => (Err(err), CallTimings::default()),
+        }
+    }
+
+    /// Calls `reconcile` with a request whose objects are already JSON text
+    /// (made by [`RequestText::new`]): for a caller that needs the text
+    /// itself too (the engine hashes it for its memo), so the request is
+    /// serialised once. The texts are handed to the plugin as they are.
+    pub async fn reconcile_text(
+        &self,
+        req: RequestText,
+        limits: &CallLimits,
+    ) -> Result<ReconcileResponse, CallError> {
+        self.reconcile_text_timed(req, limits).await.0
+    }
+
+    /// Like `reconcile_text`, also returning where the time went.
+    pub async fn reconcile_text_timed(
+        &self,
+        req: RequestText,
+        limits: &CallLimits,
+    ) -> (Result<ReconcileResponse, CallError>, CallTimings) {
+        // Lowered here: its wire form is owned and can move to the call pool
+        // if it is on. Both lanes share the contract version.
+        let wire = bindings::wire_request(self.inner.pre.contract(), req);
         let plugin = self.clone();
         let limits = limits.clone();
         // The guest runs inline, or on the call pool when it is on (see

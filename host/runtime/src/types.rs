@@ -5,7 +5,9 @@
 //! never sees which version a plugin was built against.
 //!
 //! Objects cross the component boundary as JSON text; on the host side they are
-//! parsed `serde_json::Value`s so the engine and `render` never re-parse them.
+//! parsed `serde_json::Value`s so the engine and `render` never re-parse them,
+//! and a request's objects are serialised once into a [`RequestText`] (what the
+//! wire carries, and what the engine's memo hashes).
 //! These types are serde-serialisable because `render` prints them and tests
 //! compare them with fixture files.
 
@@ -13,6 +15,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::error::{CallError, FaultKind};
 
 /// Everything a plugin may know when it is called (WIT `reconcile-request`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,6 +47,88 @@ impl ReconcileRequest {
     pub fn related_flat(&self) -> impl Iterator<Item = &Value> {
         self.related.iter().flat_map(|group| group.objects.iter())
     }
+}
+
+/// A reconcile request as it crosses the component boundary: every object
+/// already its JSON text (compact `serde_json` output, exactly what the
+/// plugin reads), the rest as in [`ReconcileRequest`].
+///
+/// Why a type of its own: the engine needs the request's bytes twice per
+/// reconcile — for the memo's inputs hash and for the plugin call — and
+/// serialising the objects for each was together ~27 % of the host's
+/// instructions on an update (`docs/benchmarks.md`, sessions 8 and 9). Made once with
+/// [`RequestText::new`], hashed by reference, then moved into the call
+/// ([`crate::Plugin::reconcile_text`]) without another copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestText {
+    /// The parent object.
+    pub parent: String,
+    /// Observed children.
+    pub children: Vec<String>,
+    /// Related objects, one group per rule key as in [`ReconcileRequest::related`].
+    pub related: Vec<RelatedText>,
+    /// The parent is being deleted and our finalizer is still on it.
+    pub finalizing: bool,
+    /// Per-controller plugin settings.
+    pub config: Option<String>,
+    /// RFC 3339 UTC timestamp.
+    pub now: String,
+}
+
+/// The objects of one related group as JSON text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelatedText {
+    /// The rule's key.
+    pub name: String,
+    /// The selected objects.
+    pub objects: Vec<String>,
+}
+
+impl RequestText {
+    /// Serialises every object of `req` once.
+    pub fn new(req: &ReconcileRequest) -> Result<Self, CallError> {
+        Ok(RequestText {
+            parent: json_text(&req.parent)?,
+            children: req
+                .children
+                .iter()
+                .map(json_text)
+                .collect::<Result<_, _>>()?,
+            related: req
+                .related
+                .iter()
+                .map(|group| {
+                    Ok(RelatedText {
+                        name: group.name.clone(),
+                        objects: group
+                            .objects
+                            .iter()
+                            .map(json_text)
+                            .collect::<Result<_, _>>()?,
+                    })
+                })
+                .collect::<Result<_, CallError>>()?,
+            finalizing: req.finalizing,
+            config: req.config.as_ref().map(json_text).transpose()?,
+            now: req.now.clone(),
+        })
+    }
+
+    /// Replaces `config` (a canary candidate is called with its own).
+    pub fn set_config(&mut self, config: Option<&Value>) -> Result<(), CallError> {
+        self.config = config.map(json_text).transpose()?;
+        Ok(())
+    }
+}
+
+/// The JSON text of one object of a request, as the plugin receives it.
+pub(crate) fn json_text(v: &Value) -> Result<String, CallError> {
+    serde_json::to_string(v).map_err(|e| {
+        CallError::fault(
+            FaultKind::Internal,
+            format!("cannot serialise request: {e}"),
+        )
+    })
 }
 
 impl RelatedObjects {

@@ -89,6 +89,22 @@ impl ReconcilePlugin for TimedWasm {
             r.map_err(wr_engine::wasm::map_error)
         })
     }
+
+    // What the engine calls: the request text it already made for its memo
+    // hash goes to the wire as is (as in `wr_engine::wasm`).
+    fn reconcile_text<'a>(
+        &'a self,
+        _req: &'a ReconcileRequest,
+        text: wr_runtime::RequestText,
+        limits: &'a CallLimits,
+    ) -> BoxFuture<'a, Result<ReconcileResponse, PluginError>> {
+        Box::pin(async move {
+            let (r, t) = self.plugin.reconcile_text_timed(text, limits).await;
+            self.samples.add(set::INSTANTIATE, t.instantiate);
+            self.samples.add(set::WASM_CALL, t.call);
+            r.map_err(wr_engine::wasm::map_error)
+        })
+    }
 }
 
 type HttpClient = hyper_util::client::legacy::Client<

@@ -13,11 +13,14 @@
 //!
 //! - `reconcile-path`: the engine's decision core for a parent with 10
 //!   ConfigMap children that already match — observe, build the request,
-//!   hash its inputs (memoisation), judge the answer, compute the status —
-//!   20 times;
+//!   serialise its objects (the wire text), hash that text (memoisation),
+//!   judge the answer, compute the status — 20 times;
 //! - `plugin-call`: the static-site component (contract 0.2.0) called 20
-//!   times on the `tests/fixtures/static-site/rollout` request, after a
-//!   warm-up call outside the count (compilation is not what is gated).
+//!   times on the `tests/fixtures/static-site/rollout` request as the
+//!   engine calls it, its objects already serialised (`RequestText`, made
+//!   outside the count like the engine makes it in the reconcile path),
+//!   after a warm-up call outside the count (compilation is not what is
+//!   gated).
 //!
 //! Commands (see `docs/benchmarks.md`, "Instruction-count gate"):
 //!
@@ -41,7 +44,7 @@ use wr_engine::resolve::Resolved;
 use wr_engine::status_schema::SchemaCheck;
 use wr_engine::target::{Target, TargetChild};
 use wr_engine::validate::DeclaredKind;
-use wr_runtime::{CallLimits, ReconcileRequest, ReconcileResponse};
+use wr_runtime::{CallLimits, ReconcileRequest, ReconcileResponse, RequestText};
 use wr_tests::plugins::{plugin_bytes, plugin_target_dir, workspace_root};
 
 /// The allocator of the `wasm-reconciler` binary, so the count is of the host
@@ -256,7 +259,11 @@ fn run(workload: &str) -> Result<()> {
             // Warm-up outside the count: first-call set-up is not the call.
             rt.block_on(plugin.reconcile(&req, &limits))
                 .map_err(|e| anyhow::anyhow!("warm-up call: {e}"))?;
-            let children = rt.block_on(workload_plugin_call(&plugin, &req, &limits))?;
+            // One text per call, made outside the count (the engine makes it
+            // in the reconcile path and moves it into the call).
+            let text = RequestText::new(&req).map_err(|e| anyhow::anyhow!("request text: {e}"))?;
+            let texts = vec![text; PLUGIN_CALLS];
+            let children = rt.block_on(workload_plugin_call(&plugin, texts, &limits))?;
             println!("plugin-call: {children} children");
         }
         other => bail!("unknown workload {other:?}; known: {WORKLOADS:?}"),
@@ -267,13 +274,13 @@ fn run(workload: &str) -> Result<()> {
 #[inline(never)]
 async fn workload_plugin_call(
     plugin: &wr_runtime::Plugin,
-    req: &ReconcileRequest,
+    texts: Vec<RequestText>,
     limits: &CallLimits,
 ) -> Result<usize> {
     let mut children = 0;
-    for _ in 0..PLUGIN_CALLS {
+    for text in texts {
         let r = plugin
-            .reconcile(req, limits)
+            .reconcile_text(text, limits)
             .await
             .map_err(|e| anyhow::anyhow!("call: {e}"))?;
         children += r.children.len();
@@ -473,8 +480,12 @@ fn workload_reconcile_path(fx: &Fixture) -> usize {
     for _ in 0..RECONCILE_ROUNDS {
         let observed = decide::observe(&fx.target, fx.parent.clone(), &src);
         let req = decide::request(&fx.target, &observed, NOW);
-        let inputs = memo::inputs_hash("sha256:bench", &req);
-        std::hint::black_box(inputs);
+        // The wire text, made once: hashed here, moved into the call.
+        let Ok(text) = RequestText::new(&req) else {
+            continue;
+        };
+        let inputs = memo::inputs_hash("sha256:bench", &text);
+        std::hint::black_box((inputs, text));
         let a = match decide::decide(&fx.target, &observed, &src, &Ok(fx.answer.clone()), NOW) {
             decide::Decision::Answered(a) => a,
             decide::Decision::Failed(_) => continue,

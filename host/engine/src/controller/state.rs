@@ -289,6 +289,18 @@ impl ReconcilePlugin for Epoch {
         self.plugin.reconcile(req, limits)
     }
 
+    fn reconcile_text<'a>(
+        &'a self,
+        req: &'a wr_runtime::ReconcileRequest,
+        text: wr_runtime::RequestText,
+        limits: &'a wr_runtime::CallLimits,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<wr_runtime::ReconcileResponse, crate::plugin::PluginError>,
+    > {
+        self.plugin.reconcile_text(req, text, limits)
+    }
+
     fn customize<'a>(
         &'a self,
         req: &'a wr_runtime::CustomizeRequest,

@@ -37,7 +37,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::Write;
-use wr_runtime::{ContractVersion, PluginInfo, ReconcileRequest};
+use wr_runtime::{ContractVersion, PluginInfo, RequestText};
 
 use crate::apply::ChildAction;
 
@@ -91,26 +91,42 @@ pub struct InputsHash(pub [u8; 32]);
 
 /// Rule 13.2: the hash of `req`'s inputs for the plugin with `digest`, `now`
 /// left out (only ever used for plugins that do not read it). The request is
-/// hashed as the JSON the host builds for it: the same objects from the same
+/// hashed as the exact JSON text the plugin receives ([`RequestText`], made
+/// once per pass and then handed to the call): the same objects from the same
 /// caches serialise to the same bytes; a different serialisation of equal
 /// objects only costs a miss, never a wrong skip.
-pub fn inputs_hash(digest: &str, req: &ReconcileRequest) -> InputsHash {
+///
+/// The byte stream is the one the Values gave when they were serialised for
+/// the hash itself (before session 9): each field after a separator, lists as
+/// JSON arrays — a JSON array's text is its elements' texts joined by commas
+/// in brackets, and every text is one complete JSON value — so no two
+/// requests share a stream, and the tag did not change.
+pub fn inputs_hash(digest: &str, req: &RequestText) -> InputsHash {
     let mut h = Sha256::new();
     {
-        // Buffered: serde_json writes many tiny pieces, SHA-256 costs per call.
+        // Buffered: the separators are tiny pieces, SHA-256 costs per call.
         let mut w = crate::diff::hash_buffer(&mut h);
         // Field by field with separators, so no two requests share a byte stream.
         put(&mut w, b"wasm-reconciler memo v1\0");
         put(&mut w, digest.as_bytes());
         put(&mut w, b"\0parent\0");
-        hash_json(&mut w, &req.parent);
+        put(&mut w, req.parent.as_bytes());
         put(&mut w, b"\0children\0");
-        hash_json(&mut w, &req.children);
+        put_array(&mut w, &req.children, |w, child| put(w, child.as_bytes()));
         put(&mut w, b"\0related\0");
-        hash_json(&mut w, &req.related);
+        put_array(&mut w, &req.related, |w, group| {
+            // `RelatedObjects`' serde shape: {"name":…,"objects":[…]}.
+            put(w, b"{\"name\":");
+            if serde_json::to_writer(&mut *w, &group.name).is_err() {
+                put(w, b"\0unserialisable\0");
+            }
+            put(w, b",\"objects\":");
+            put_array(w, &group.objects, |w, o| put(w, o.as_bytes()));
+            put(w, b"}");
+        });
         put(&mut w, if req.finalizing { b"\0f1" } else { b"\0f0" });
         put(&mut w, b"\0config\0");
-        hash_json(&mut w, &req.config);
+        put(&mut w, req.config.as_deref().unwrap_or("null").as_bytes());
         // Flushing into a hasher cannot fail.
         let _ = w.flush();
     }
@@ -122,12 +138,16 @@ fn put(w: &mut impl Write, bytes: &[u8]) {
     let _ = w.write_all(bytes);
 }
 
-fn hash_json<T: Serialize>(w: &mut impl Write, v: &T) {
-    // Writing into a hasher cannot fail; a value that does not serialise
-    // (impossible for JSON values) would hash as a marker and only cost a miss.
-    if serde_json::to_writer(&mut *w, v).is_err() {
-        put(w, b"\0unserialisable\0");
+/// `items` as a JSON array: `[`, each one written by `item`, commas, `]`.
+fn put_array<W: Write, T>(w: &mut W, items: &[T], item: impl Fn(&mut W, &T)) {
+    put(w, b"[");
+    for (i, x) in items.iter().enumerate() {
+        if i > 0 {
+            put(w, b",");
+        }
+        item(w, x);
     }
+    put(w, b"]");
 }
 
 /// Rule 13.3: the answer needs no write at all — every desired child is
@@ -187,7 +207,7 @@ mod tests {
     use super::*;
     use crate::decide::ChildStep;
     use serde_json::json;
-    use wr_runtime::World;
+    use wr_runtime::{ReconcileRequest, World};
 
     fn info(contract: ContractVersion, reads_now: bool) -> PluginInfo {
         PluginInfo {
@@ -231,13 +251,21 @@ mod tests {
         }
     }
 
+    /// What the engine hashes: the request's texts, as the plugin gets them.
+    fn hash(digest: &str, r: &ReconcileRequest) -> InputsHash {
+        inputs_hash(
+            digest,
+            &RequestText::new(r).expect("a JSON request serialises"),
+        )
+    }
+
     #[test]
     fn rule13_2_every_input_but_now_changes_the_hash() {
-        let base = inputs_hash("sha256:a", &req());
+        let base = hash("sha256:a", &req());
         let mut later = req();
         later.now = "2026-06-01T00:00:00Z".into();
-        assert_eq!(inputs_hash("sha256:a", &later), base, "now is not an input");
-        assert_ne!(inputs_hash("sha256:b", &req()), base, "plugin version");
+        assert_eq!(hash("sha256:a", &later), base, "now is not an input");
+        assert_ne!(hash("sha256:b", &req()), base, "plugin version");
         type Change = Box<dyn Fn(&mut ReconcileRequest)>;
         let changes: Vec<Change> = vec![
             Box::new(|r| r.parent["spec"]["v"] = json!(2)),
@@ -248,6 +276,9 @@ mod tests {
             Box::new(|r| {
                 wr_runtime::RelatedObjects::group(&mut r.related, "secrets").push(json!({}))
             }),
+            Box::new(|r| {
+                wr_runtime::RelatedObjects::group(&mut r.related, "secrets");
+            }),
             Box::new(|r| r.finalizing = true),
             Box::new(|r| r.config = Some(json!({"k": "w"}))),
             Box::new(|r| r.config = None),
@@ -255,28 +286,72 @@ mod tests {
         for (i, change) in changes.iter().enumerate() {
             let mut r = req();
             change(&mut r);
-            assert_ne!(inputs_hash("sha256:a", &r), base, "change {i}");
+            assert_ne!(hash("sha256:a", &r), base, "change {i}");
         }
     }
 
     #[test]
-    fn rule13_2_the_buffered_hash_is_the_hash_of_the_whole_byte_stream() {
-        // The buffer in front of SHA-256 changes the cost, not the bytes: the
-        // same stream hashed in one piece (a child larger than the buffer
-        // included) gives the same hash.
-        let mut r = req();
-        r.children
-            .push(json!({"data": {"big": "x\"y".repeat(5000)}}));
-        let mut text = b"wasm-reconciler memo v1\0sha256:a\0parent\0".to_vec();
+    fn rule13_2_objects_are_framed_so_moving_bytes_between_them_changes_the_hash() {
+        // The same bytes split differently between the fields must differ:
+        // one child `[1,2]` against two children `1` and `2`, a related
+        // object against a child, a group's name against its objects.
+        let mut one = req();
+        one.children = vec![json!([1, 2])];
+        let mut two = req();
+        two.children = vec![json!(1), json!(2)];
+        assert_ne!(hash("sha256:a", &one), hash("sha256:a", &two));
+        let mut child = req();
+        child.children.push(json!({"x": 1}));
+        let mut related = req();
+        wr_runtime::RelatedObjects::group(&mut related.related, "r").push(json!({"x": 1}));
+        assert_ne!(hash("sha256:a", &child), hash("sha256:a", &related));
+        let mut a = req();
+        wr_runtime::RelatedObjects::group(&mut a.related, "a,b");
+        let mut b = req();
+        wr_runtime::RelatedObjects::group(&mut b.related, "a");
+        wr_runtime::RelatedObjects::group(&mut b.related, "b");
+        assert_ne!(hash("sha256:a", &a), hash("sha256:a", &b));
+    }
+
+    /// The stream the hash was defined by before the request was serialised
+    /// once: each field of the request's Values through serde_json.
+    fn stream_of_values(digest: &str, r: &ReconcileRequest) -> Vec<u8> {
+        let mut text = b"wasm-reconciler memo v1\0".to_vec();
+        text.extend(digest.as_bytes());
+        text.extend(b"\0parent\0");
         text.extend(serde_json::to_vec(&r.parent).unwrap());
         text.extend(b"\0children\0");
         text.extend(serde_json::to_vec(&r.children).unwrap());
         text.extend(b"\0related\0");
         text.extend(serde_json::to_vec(&r.related).unwrap());
-        text.extend(b"\0f0\0config\0");
+        text.extend(if r.finalizing { b"\0f1" } else { b"\0f0" });
+        text.extend(b"\0config\0");
         text.extend(serde_json::to_vec(&r.config).unwrap());
-        let whole: [u8; 32] = Sha256::digest(&text).into();
-        assert_eq!(inputs_hash("sha256:a", &r), InputsHash(whole));
+        text
+    }
+
+    #[test]
+    fn rule13_2_the_hash_of_the_texts_is_the_hash_of_the_values_byte_stream() {
+        // Hashing the wire texts changes the cost, not the bytes: the hash is
+        // that of the stream serde_json gives for the Values, in one piece
+        // (the buffer in front of SHA-256 included; a child larger than the
+        // buffer, strings that need escaping, groups, no config, finalizing).
+        let mut big = req();
+        big.children
+            .push(json!({"data": {"big": "x\"y\u{e9}\n".repeat(5000)}}));
+        let mut grouped = req();
+        wr_runtime::RelatedObjects::group(&mut grouped.related, "se\"crets").push(json!({"a": 1}));
+        wr_runtime::RelatedObjects::group(&mut grouped.related, "empty");
+        wr_runtime::RelatedObjects::group(&mut grouped.related, "more")
+            .extend([json!(1), json!({})]);
+        grouped.finalizing = true;
+        grouped.config = None;
+        let mut bare = req();
+        bare.children.clear();
+        for (i, r) in [req(), big, grouped, bare].iter().enumerate() {
+            let whole: [u8; 32] = Sha256::digest(stream_of_values("sha256:a", r)).into();
+            assert_eq!(hash("sha256:a", r), InputsHash(whole), "request {i}");
+        }
     }
 
     fn answer(actions: Vec<ChildAction>) -> Answer {
@@ -335,7 +410,7 @@ mod tests {
     #[test]
     fn rule13_4_only_a_status_only_write_of_a_memoisable_plugin_awaits_its_echo() {
         use ChildAction::*;
-        let call = MemoCheck::Call(inputs_hash("sha256:a", &req()));
+        let call = MemoCheck::Call(hash("sha256:a", &req()));
         let status_only = answer(vec![Unchanged, Left]);
         assert!(awaits_echo(call, &status_only, true));
         assert!(
@@ -354,8 +429,8 @@ mod tests {
 
     #[test]
     fn rule13_skips_only_on_the_recorded_hash_of_a_memoisable_plugin() {
-        let h = inputs_hash("sha256:a", &req());
-        let other = inputs_hash("sha256:b", &req());
+        let h = hash("sha256:a", &req());
+        let other = hash("sha256:b", &req());
         assert_eq!(check(true, || h, Some(h)), MemoCheck::Skip);
         assert_eq!(check(true, || h, Some(other)), MemoCheck::Call(h));
         assert_eq!(check(true, || h, None), MemoCheck::Call(h));

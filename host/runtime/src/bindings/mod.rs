@@ -153,25 +153,14 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     Ok(())
 }
 
-/// Lowers the host request into the types of `version`.
-pub(crate) fn wire_request(
-    version: ContractVersion,
-    req: &host::ReconcileRequest,
-) -> Result<WireRequest, CallError> {
-    Ok(match version {
-        ContractVersion::V0_1 => WireRequest::V0_1(v0_1::request(req)?),
-        ContractVersion::V0_2 => WireRequest::V0_2(v0_2::request(req)?),
-    })
-}
-
-/// JSON text of one value of the request.
-pub(crate) fn text(v: &Value) -> Result<String, CallError> {
-    serde_json::to_string(v).map_err(|e| {
-        CallError::fault(
-            FaultKind::Internal,
-            format!("cannot serialise request: {e}"),
-        )
-    })
+/// Lowers a request, its objects already JSON text, into the types of
+/// `version`: the texts move into the wire request, nothing is serialised
+/// or copied again.
+pub(crate) fn wire_request(version: ContractVersion, req: host::RequestText) -> WireRequest {
+    match version {
+        ContractVersion::V0_1 => WireRequest::V0_1(v0_1::request(req)),
+        ContractVersion::V0_2 => WireRequest::V0_2(v0_2::request(req)),
+    }
 }
 
 /// A response lifted from any version, objects still JSON text: what the
@@ -353,6 +342,89 @@ mod tests {
     fn status_must_be_an_object() {
         let err = response(vec![], Some("[1]")).parse().unwrap_err();
         assert!(err.to_string().contains("status"), "{err}");
+    }
+
+    fn request() -> host::ReconcileRequest {
+        let mut related = Vec::new();
+        host::RelatedObjects::group(&mut related, "secrets")
+            .push(serde_json::json!({"data": {"k": "dsa\"\n\u{e9}"}}));
+        host::RelatedObjects::group(&mut related, "empty");
+        host::RelatedObjects::group(&mut related, "maps").extend([
+            serde_json::json!({"b": 1, "a": [1.5, null]}),
+            serde_json::json!({}),
+        ]);
+        host::ReconcileRequest {
+            parent: serde_json::json!({"metadata": {"name": "p"}, "spec": {"z": 1, "a": "<h1>"}}),
+            children: vec![
+                serde_json::json!({"kind": "ConfigMap"}),
+                serde_json::json!({}),
+            ],
+            related,
+            finalizing: true,
+            config: Some(serde_json::json!({"tier": "gold"})),
+            now: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    fn json(v: &Value) -> String {
+        serde_json::to_string(v).unwrap()
+    }
+
+    #[test]
+    fn the_wire_carries_each_object_as_its_serde_json_text() {
+        // What a 0.2.0 plugin reads: byte for byte `serde_json::to_string`
+        // of each value, groups in order, nothing re-serialised on the way.
+        let req = request();
+        let wire = v0_2::request(host::RequestText::new(&req).unwrap());
+        assert_eq!(wire.parent, json(&req.parent));
+        let children: Vec<String> = req.children.iter().map(json).collect();
+        assert_eq!(wire.children, children);
+        let related: Vec<(String, Vec<String>)> = req
+            .related
+            .iter()
+            .map(|g| (g.name.clone(), g.objects.iter().map(json).collect()))
+            .collect();
+        let wired: Vec<(String, Vec<String>)> = wire
+            .related
+            .into_iter()
+            .map(|g| (g.name, g.objects))
+            .collect();
+        assert_eq!(wired, related);
+        assert_eq!(wire.config.as_deref(), Some(r#"{"tier":"gold"}"#));
+        assert!(wire.finalizing);
+        assert_eq!(wire.now, req.now);
+    }
+
+    #[test]
+    fn a_0_1_plugin_gets_the_related_texts_flat_in_group_order() {
+        let mut req = request();
+        req.config = None;
+        req.finalizing = false;
+        let wire = v0_1::request(host::RequestText::new(&req).unwrap());
+        let flat: Vec<String> = req.related_flat().map(json).collect();
+        assert_eq!(flat.len(), 3);
+        assert_eq!(wire.related, flat);
+        assert_eq!(wire.parent, json(&req.parent));
+        assert_eq!(
+            wire.children,
+            req.children.iter().map(json).collect::<Vec<_>>()
+        );
+        assert_eq!(wire.config, None);
+        assert!(!wire.finalizing);
+    }
+
+    #[test]
+    fn a_candidate_config_replaces_only_the_config_text() {
+        let req = request();
+        let mut text = host::RequestText::new(&req).unwrap();
+        let before = text.clone();
+        text.set_config(Some(&serde_json::json!({"tier": "canary"})))
+            .unwrap();
+        assert_eq!(text.config.as_deref(), Some(r#"{"tier":"canary"}"#));
+        text.config = before.config.clone();
+        assert_eq!(text, before);
+        text.set_config(None).unwrap();
+        assert_eq!(text.config, None);
     }
 
     #[test]

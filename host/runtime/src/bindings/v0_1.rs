@@ -11,20 +11,18 @@ wasmtime::component::bindgen!({
 use self::wasm_reconciler::plugin::host as host_iface;
 pub(crate) use self::wasm_reconciler::plugin::types as wit;
 
-use crate::error::CallError;
 use crate::types as host;
 
 /// Lowers the host request: `related` is flattened (0.1.0 has no groups).
-pub(crate) fn request(req: &host::ReconcileRequest) -> Result<wit::ReconcileRequest, CallError> {
-    use super::text;
-    Ok(wit::ReconcileRequest {
-        parent: text(&req.parent)?,
-        children: req.children.iter().map(text).collect::<Result<_, _>>()?,
-        related: req.related_flat().map(text).collect::<Result<_, _>>()?,
+pub(crate) fn request(req: host::RequestText) -> wit::ReconcileRequest {
+    wit::ReconcileRequest {
+        parent: req.parent,
+        children: req.children,
+        related: req.related.into_iter().flat_map(|g| g.objects).collect(),
         finalizing: req.finalizing,
-        config: req.config.as_ref().map(text).transpose()?,
-        now: req.now.clone(),
-    })
+        config: req.config,
+        now: req.now,
+    }
 }
 
 super::common_conversions!();

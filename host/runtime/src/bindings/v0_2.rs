@@ -31,26 +31,22 @@ use crate::error::CallError;
 use crate::types as host;
 
 /// Lowers the host request (the host shape is this version's shape).
-pub(crate) fn request(req: &host::ReconcileRequest) -> Result<wit::ReconcileRequest, CallError> {
-    use super::text;
-    let related = req
-        .related
-        .iter()
-        .map(|group| {
-            Ok(wit::RelatedObjects {
-                name: group.name.clone(),
-                objects: group.objects.iter().map(text).collect::<Result<_, _>>()?,
+pub(crate) fn request(req: host::RequestText) -> wit::ReconcileRequest {
+    wit::ReconcileRequest {
+        parent: req.parent,
+        children: req.children,
+        related: req
+            .related
+            .into_iter()
+            .map(|group| wit::RelatedObjects {
+                name: group.name,
+                objects: group.objects,
             })
-        })
-        .collect::<Result<_, CallError>>()?;
-    Ok(wit::ReconcileRequest {
-        parent: text(&req.parent)?,
-        children: req.children.iter().map(text).collect::<Result<_, _>>()?,
-        related,
+            .collect(),
         finalizing: req.finalizing,
-        config: req.config.as_ref().map(text).transpose()?,
-        now: req.now.clone(),
-    })
+        config: req.config,
+        now: req.now,
+    }
 }
 
 /// Lowers a `customize` request.
@@ -58,8 +54,8 @@ pub(crate) fn customize_request(
     req: &host::CustomizeRequest,
 ) -> Result<wit::CustomizeRequest, CallError> {
     Ok(wit::CustomizeRequest {
-        parent: super::text(&req.parent)?,
-        config: req.config.as_ref().map(super::text).transpose()?,
+        parent: host::json_text(&req.parent)?,
+        config: req.config.as_ref().map(host::json_text).transpose()?,
     })
 }
 
