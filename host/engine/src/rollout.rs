@@ -138,14 +138,36 @@ impl ReconcilePlugin for Judged {
             r
         })
     }
+
+    /// Passed on (without it a 0.2.0 candidate's `customize` was never
+    /// called under a rollback policy, and its related rules applied
+    /// unnarrowed). A failed `customize` fails its pass before any reconcile
+    /// call, so it counts as that pass's outcome; a good one does not count
+    /// (the pass's reconcile call will).
+    fn customize<'a>(
+        &'a self,
+        req: &'a wr_runtime::CustomizeRequest,
+        limits: &'a CallLimits,
+    ) -> BoxFuture<'a, Result<Option<Vec<wr_runtime::RelatedSelector>>, PluginError>> {
+        Box::pin(async move {
+            let r = self.inner.customize(req, limits).await;
+            if let Err(e) = &r
+                && counts_against(e)
+            {
+                self.judge.record(true);
+            }
+            r
+        })
+    }
 }
 
 /// Whether a call's outcome counts against the rollout.
 fn judged_fault(r: &Result<ReconcileResponse, PluginError>) -> bool {
-    matches!(
-        r,
-        Err(PluginError::Fault { .. } | PluginError::Permanent { .. })
-    )
+    r.as_ref().err().is_some_and(counts_against)
+}
+
+fn counts_against(e: &PluginError) -> bool {
+    matches!(e, PluginError::Fault { .. } | PluginError::Permanent { .. })
 }
 
 #[cfg(test)]
@@ -180,6 +202,61 @@ mod tests {
         assert_eq!(j.counts(), (3, 4));
         j.record(false);
         assert_eq!(fired.load(Ordering::SeqCst), 1);
+    }
+
+    /// A candidate whose `customize` answers `fail` (a trap) or one selector.
+    struct Customizing {
+        fail: bool,
+    }
+
+    impl ReconcilePlugin for Customizing {
+        fn digest(&self) -> &str {
+            "sha256:customizing"
+        }
+        fn reconcile<'a>(
+            &'a self,
+            _req: &'a ReconcileRequest,
+            _limits: &'a CallLimits,
+        ) -> BoxFuture<'a, Result<ReconcileResponse, PluginError>> {
+            Box::pin(async {
+                Err(PluginError::Transient {
+                    reason: "Unused".into(),
+                    message: String::new(),
+                })
+            })
+        }
+        fn customize<'a>(
+            &'a self,
+            _req: &'a wr_runtime::CustomizeRequest,
+            _limits: &'a CallLimits,
+        ) -> BoxFuture<'a, Result<Option<Vec<wr_runtime::RelatedSelector>>, PluginError>> {
+            let fail = self.fail;
+            Box::pin(async move {
+                if fail {
+                    return Err(PluginError::Fault {
+                        kind: wr_runtime::FaultKind::Trap,
+                        message: "unreachable".into(),
+                    });
+                }
+                Ok(Some(Vec::new()))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_judged_candidate_is_asked_customize_and_its_faults_count() {
+        let req = wr_runtime::CustomizeRequest {
+            parent: serde_json::json!({}),
+            config: None,
+        };
+        let limits = CallLimits::default();
+        let (j, _) = judge(2, 50);
+        let good = Judged::new(Arc::new(Customizing { fail: false }), j.clone());
+        assert_eq!(good.customize(&req, &limits).await, Ok(Some(Vec::new())));
+        assert_eq!(j.counts(), (0, 0), "a good customize is not a pass outcome");
+        let bad = Judged::new(Arc::new(Customizing { fail: true }), j.clone());
+        assert!(bad.customize(&req, &limits).await.is_err());
+        assert_eq!(j.counts(), (1, 1));
     }
 
     #[test]
