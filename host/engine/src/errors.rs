@@ -50,9 +50,21 @@ fn classify_status(status: &kube::core::Status) -> ApiErrorClass {
             )
         }
         422 | 400 => ApiErrorClass::Invalid(invalid_message(status)),
+        500 if status.message.starts_with(TYPED_PATCH_ERROR) => {
+            ApiErrorClass::Invalid(status.message.clone())
+        }
         _ => ApiErrorClass::Transient,
     }
 }
+
+/// How kube-apiserver answers a server-side apply whose object does not fit
+/// the type (a field the type lacks, a number where a string goes): a 500,
+/// not a 4xx (kubernetes/kubernetes#139253, open as of v1.37). The same bytes
+/// fail every time, so retrying them with backoff forever — what a 500
+/// otherwise gets — would hide the plugin's mistake; it is treated as the
+/// 422 it should be (`ChildInvalid`). The *live* object failing the same
+/// conversion ("typed live object") is the server's problem and stays transient.
+const TYPED_PATCH_ERROR: &str = "failed to create typed patch object";
 
 /// A message for a 422 that names the field(s) the server complained about.
 fn invalid_message(status: &kube::core::Status) -> String {
@@ -95,6 +107,23 @@ mod tests {
 
     fn code(code: u16, reason: &str) -> kube::Error {
         api(json!({"code": code, "reason": reason, "message": "m"}))
+    }
+
+    #[test]
+    fn a_typed_patch_object_500_is_invalid_input() {
+        // kube-apiserver v1.37.2's answer to a ConfigMap child with `data.message: 5`.
+        let msg = "failed to create typed patch object (ns/w1-a; /v1, Kind=ConfigMap): .data.message: expected string, got &value.valueUnstructured{Value:5}";
+        assert_eq!(
+            classify(&api(
+                json!({"code": 500, "status": "Failure", "message": msg})
+            )),
+            ApiErrorClass::Invalid(msg.into())
+        );
+        let live = "failed to create typed live object (ns/w1-a; /v1, Kind=ConfigMap): .data.x: expected string";
+        assert_eq!(
+            classify(&api(json!({"code": 500, "message": live}))),
+            ApiErrorClass::Transient
+        );
     }
 
     #[test]
