@@ -508,7 +508,10 @@ async fn apply_with_a_wrongly_typed_field_is_a_500_as_on_kube_apiserver() -> any
     assert_eq!(s.code, 500, "{s:?}");
     let kept = cms.get("w1-a").await?;
     assert_eq!(
-        kept.data.unwrap_or_default().get("message").map(String::as_str),
+        kept.data
+            .unwrap_or_default()
+            .get("message")
+            .map(String::as_str),
         Some("five")
     );
     srv.shutdown().await;

@@ -27,9 +27,9 @@ pub use apply::{ApplyOptions, server_side_apply};
 pub use error::{FieldConflict, PatchError};
 pub use json::{apply_json_patch, apply_merge_patch};
 pub use managed::track_update;
+pub(crate) use schema::Node;
 pub use schema::Schema;
 pub use strategic::apply_strategic_merge_patch;
-pub(crate) use schema::Node;
 
 use serde_json::Value;
 

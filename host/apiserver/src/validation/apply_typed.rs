@@ -27,7 +27,12 @@ use crate::patch::{Node, Schema, item_path};
 
 /// The errors structured-merge-diff reports for `config`, each as
 /// `.path: message`; `None` for a kind without a known type.
-pub(super) fn errors(group: &str, version: &str, kind: &str, config: &Value) -> Option<Vec<String>> {
+pub(super) fn errors(
+    group: &str,
+    version: &str,
+    kind: &str,
+    config: &Value,
+) -> Option<Vec<String>> {
     let (defs, root) = kind_schema(group, version, kind)?;
     let hints = Schema::for_builtin(group, kind);
     let mut w = Walk {
@@ -255,7 +260,10 @@ fn go_v(v: &Value) -> String {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
             keys.sort();
-            let items: Vec<String> = keys.iter().map(|k| format!("{k}:{}", go_v(&m[*k]))).collect();
+            let items: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{k}:{}", go_v(&m[*k])))
+                .collect();
             format!("map[{}]", items.join(" "))
         }
     }
@@ -304,7 +312,10 @@ mod tests {
         assert_eq!(go_float(1e100), "1e+100");
         assert_eq!(go_v(&json!(1_000_000.0)), "1000000");
         assert_eq!(go_v(&json!(1e20)), "1e+20");
-        assert_eq!(go_v(&json!({"k": "v", "a": [1, null]})), "map[a:[1 <nil>] k:v]");
+        assert_eq!(
+            go_v(&json!({"k": "v", "a": [1, null]})),
+            "map[a:[1 <nil>] k:v]"
+        );
         assert_eq!(
             go_sharp_v(&json!(["a", 2, null, "x\"y"])),
             r#"[]interface {}{"a", 2, interface {}(nil), "x\"y"}"#
@@ -319,13 +330,23 @@ mod tests {
     #[test]
     fn each_type_has_its_wording() {
         let e = errs("", "ConfigMap", json!({"data": {"message": 5}}));
-        assert_eq!(e, [".data.message: expected string, got &value.valueUnstructured{Value:5}"]);
+        assert_eq!(
+            e,
+            [".data.message: expected string, got &value.valueUnstructured{Value:5}"]
+        );
         let e = errs("", "ConfigMap", json!({"immutable": "yes", "data": "x"}));
         assert_eq!(
             e,
-            [".immutable: expected boolean, got &{yes}", ".data: expected map, got &{x}"]
+            [
+                ".immutable: expected boolean, got &{yes}",
+                ".data: expected map, got &{x}"
+            ]
         );
-        let e = errs("", "ConfigMap", json!({"metadata": {"finalizers": "x", "creationTimestamp": {"a": 1}}}));
+        let e = errs(
+            "",
+            "ConfigMap",
+            json!({"metadata": {"finalizers": "x", "creationTimestamp": {"a": 1}}}),
+        );
         assert_eq!(
             e,
             [
@@ -334,7 +355,10 @@ mod tests {
             ]
         );
         let e = errs("apps", "Deployment", json!({"spec": {"replicas": "two"}}));
-        assert_eq!(e, [".spec.replicas: expected numeric (int or float), got string"]);
+        assert_eq!(
+            e,
+            [".spec.replicas: expected numeric (int or float), got string"]
+        );
     }
 
     #[test]
@@ -356,12 +380,19 @@ mod tests {
             ]
         );
         let e = errs("", "ConfigMap", json!({"metadata": {"finalizers": [5]}}));
-        assert_eq!(e, [".metadata.finalizers[=5]: expected string, got &value.valueUnstructured{Value:5}"]);
+        assert_eq!(
+            e,
+            [".metadata.finalizers[=5]: expected string, got &value.valueUnstructured{Value:5}"]
+        );
     }
 
     #[test]
     fn an_unknown_field_stops_its_map() {
-        let e = errs("apps", "Deployment", json!({"spec": {"bogus": 1, "replicas": "two"}, "metadata": {"name": 5}}));
+        let e = errs(
+            "apps",
+            "Deployment",
+            json!({"spec": {"bogus": 1, "replicas": "two"}, "metadata": {"name": 5}}),
+        );
         assert_eq!(
             e,
             [
