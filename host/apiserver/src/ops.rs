@@ -662,7 +662,7 @@ pub fn patch(
             }
             (_, None) => return Err(ApiError::not_found(t.def.qualified(), name)),
             (PatchKind::Apply, Some(old)) => {
-                crate::validation::check_apply_config(t.def, t.version, t.namespace, name, body)?;
+                crate::validation::check_apply_config(t.def, t.version, name, body)?;
                 let now = meta::now_rfc3339();
                 let new = patching::apply(
                     Some(&old),
@@ -723,7 +723,7 @@ fn apply_create(
     if t.subresource.is_some() {
         return Err(ApiError::not_found(t.def.qualified(), name));
     }
-    crate::validation::check_apply_config(t.def, t.version, t.namespace, name, body)?;
+    crate::validation::check_apply_config(t.def, t.version, name, body)?;
     let mut applied = body.clone();
     check_identity(t, &mut applied)?;
     if meta::name(&applied) != Some(name) {

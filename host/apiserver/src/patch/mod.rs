@@ -27,10 +27,20 @@ pub use apply::{ApplyOptions, server_side_apply};
 pub use error::{FieldConflict, PatchError};
 pub use json::{apply_json_patch, apply_merge_patch};
 pub use managed::track_update;
+pub(crate) use schema::Node;
 pub use schema::Schema;
 pub use strategic::apply_strategic_merge_patch;
 
 use serde_json::Value;
+
+/// How structured-merge-diff names item `index` of the list at `list` in an
+/// error path: `[name="c"]` (keyed), `[="a"]` (set), `[3]` (atomic). `None`
+/// when the item has no key (the apply reports that itself).
+pub(crate) fn item_path(list: &Node, item: &Value, index: usize) -> Option<String> {
+    walk::item_element(list, item, index)
+        .ok()
+        .map(|pe| fieldset::path_string(std::slice::from_ref(&pe)))
+}
 
 /// Whether a write that produced `new` from `current` changed nothing, so
 /// the server must skip it (no new resourceVersion, no watch event). JSON

@@ -6,11 +6,13 @@
 //! cases and custom resources follow their CRD's structural schema.
 //!
 //! - [`typed`]: decoding of built-in kinds from k8s-openapi's schemas.
+//! - [`apply_typed`]: what server-side apply makes of a configuration's types.
 //! - [`structural`]: pruning, defaulting and validation of custom resources.
 //! - [`objectmeta`]: names, labels, annotations, label selectors.
 //! - [`builtin`]: per-kind rules (workloads, pods, ConfigMaps, Secrets, Services).
 //! - [`crd`]: the rules for CustomResourceDefinitions themselves.
 
+mod apply_typed;
 mod builtin;
 pub mod crd;
 mod go_json;
@@ -239,37 +241,40 @@ fn go_print(v: &Value) -> String {
     }
 }
 
-/// Server-side apply builds a typed object from the applied configuration:
-/// a field the type does not have is a 500 whatever `fieldValidation` says
-/// (structured-merge-diff's "field not declared in schema"). Built-ins only.
+/// Server-side apply builds a typed object from the applied configuration
+/// first: a field the type does not have or a value of the wrong type is a
+/// 500 without a reason, whatever `fieldValidation` says (structured-merge-
+/// diff's plain error, kubernetes/kubernetes#139253; see [`apply_typed`]).
+/// The message names the namespace of the configuration, not of the URL.
+/// Built-ins only.
 pub fn check_apply_config(
     def: &ResourceDef,
     version: &str,
-    namespace: &str,
     name: &str,
     config: &Value,
 ) -> Result<(), ApiError> {
     if def.custom {
         return Ok(());
     }
-    let mut copy = config.clone();
-    let Some(out) = typed::decode(&def.group, version, &def.kind, &mut copy) else {
+    let Some(errors) = apply_typed::errors(&def.group, version, &def.kind, config) else {
         return Ok(());
     };
-    let Some(first) = out.unknown.first() else {
+    if errors.is_empty() {
         return Ok(());
-    };
+    }
     let ns = config
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
-        .unwrap_or(if def.namespaced { namespace } else { "" });
-    let gv = def.group_version(version);
+        .unwrap_or("");
+    // GroupVersionKind.String(): the core group prints as an empty group.
+    let gv = format!("{}/{version}", def.group);
     Err(ApiError::new(
         500,
         "",
         format!(
-            "failed to create typed patch object ({ns}/{name}; {gv}, Kind={}): .{first}: field not declared in schema",
-            def.kind
+            "failed to create typed patch object ({ns}/{name}; {gv}, Kind={}): {}",
+            def.kind,
+            apply_typed::message(&errors)
         ),
     ))
 }

@@ -116,6 +116,22 @@ pub fn decode(group: &str, version: &str, kind: &str, obj: &mut Value) -> Option
     Some(w.out)
 }
 
+/// The definitions of every built-in kind and, for `group/version/kind`,
+/// a schema referring to its root definition; `None` for an unknown kind.
+pub(super) fn kind_schema(
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Option<(&'static Map<String, Value>, Value)> {
+    let t = types();
+    let root = t.roots.get(&format!("{group}/{version}/{kind}"))?;
+    t.defs.get(root)?;
+    Some((
+        &t.defs,
+        serde_json::json!({ "$ref": format!("#/definitions/{root}") }),
+    ))
+}
+
 /// A decoded, defaulted built-in object as kube-apiserver stores it: the
 /// fields Go always writes are added (see `go_json`). Runs after defaulting,
 /// which looks for absent fields as Go's defaulters look for zero ones.
@@ -183,7 +199,7 @@ impl Ctx {
     }
 }
 
-fn short_name(def: &str) -> &str {
+pub(super) fn short_name(def: &str) -> &str {
     def.rsplit('.').next().unwrap_or(def)
 }
 
@@ -264,7 +280,7 @@ fn go_value(v: &Value) -> &'static str {
 }
 
 /// Definitions that hold arbitrary JSON whatever their schema says.
-fn is_free_form(def: &str) -> bool {
+pub(super) fn is_free_form(def: &str) -> bool {
     matches!(
         short_name(def),
         "JSON" | "FieldsV1" | "RawExtension" | "JSONSchemaPropsOrStringArray"

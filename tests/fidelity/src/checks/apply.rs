@@ -166,5 +166,47 @@ pub async fn apply(r: &Run) -> anyhow::Result<()> {
         ),
     )
     .await?;
+    wrong_types(r, &cms, &deps).await
+}
+
+/// A wrongly typed value in an apply configuration: structured-merge-diff's
+/// plain error, a 500 (kubernetes/kubernetes#139253), worded per expected
+/// type; the same body in a create is the JSON decoder's 400.
+async fn wrong_types(r: &Run, cms: &str, deps: &str) -> anyhow::Result<()> {
+    let bad_cm = cm("wt", json!({"message": 5}));
+    r.call(
+        "apply/wrong-type-string",
+        patch(format!("{cms}/wt?fieldManager=a"), APPLY, &bad_cm),
+    )
+    .await?;
+    r.call(
+        "apply/wrong-type-create-is-a-decoding-error",
+        Req::with_body("POST", cms.to_string(), &bad_cm),
+    )
+    .await?;
+    let mut d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "wt"},
+        "spec": {"replicas": "two", "selector": {"matchLabels": {"app": "wt"}},
+                 "template": {"metadata": {"labels": {"app": "wt"}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    r.call(
+        "apply/wrong-type-numeric",
+        patch(format!("{deps}/wt?fieldManager=a"), APPLY, &d),
+    )
+    .await?;
+    d["spec"]["replicas"] = json!(1);
+    d["spec"]["template"]["spec"]["containers"][0]["ports"] =
+        json!([{"containerPort": 80, "name": 5}]);
+    r.call(
+        "apply/wrong-type-in-keyed-lists",
+        patch(format!("{deps}/wt?fieldManager=a"), APPLY, &d),
+    )
+    .await?;
+    d["spec"]["template"]["spec"]["containers"][0]["ports"] = json!([]);
+    d["spec"]["strategy"] = json!("Recreate");
+    r.call(
+        "apply/wrong-type-map",
+        patch(format!("{deps}/wt?fieldManager=a"), APPLY, &d),
+    )
+    .await?;
     Ok(())
 }
