@@ -201,11 +201,24 @@ async fn duplicate_triggers_cause_no_child_writes() -> Result<()> {
     for c in ["w1-a", "w1-b", "w1-c"] {
         assert_eq!(cm_value(&env, "ns1", c).await.as_deref(), Some("y"), "{c}");
     }
+    // One status write lands, for the spec change. On a real kube-apiserver
+    // a pass triggered by a later child echo may still hold the parent as it
+    // was before that write (its watch event not yet in the cache) and try
+    // the same status with the old resourceVersion: the server refuses it
+    // (409), nothing is written, and the re-read finds the status right
+    // (CI dry run, session 9). At most one such attempt per child echo.
     let status_writes: Vec<_> = env.writes("widgets", Some(FM));
+    let (landed, refused): (Vec<_>, Vec<_>) = status_writes
+        .iter()
+        .partition(|r| (200..300).contains(&r.code));
     assert_eq!(
-        status_writes.len(),
+        landed.len(),
         1,
         "one status write, for the spec change: {status_writes:?}"
+    );
+    assert!(
+        refused.len() <= 3 && refused.iter().all(|r| r.code == 409),
+        "only stale-resourceVersion conflicts besides it: {status_writes:?}"
     );
     // At most one call per touch (100), plus the spec change's own passes:
     // the pass that writes the children, the passes their watch events
