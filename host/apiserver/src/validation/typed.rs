@@ -102,16 +102,12 @@ pub struct Decoded {
 /// Decode `obj` as the built-in `group/version/kind` in place. `None` when
 /// the kind has no known type.
 pub fn decode(group: &str, version: &str, kind: &str, obj: &mut Value) -> Option<Decoded> {
-    let t = types();
-    let root = t.roots.get(&format!("{group}/{version}/{kind}"))?;
+    let (defs, root, schema) = kind_root(group, version, kind)?;
     let mut w = Walker {
-        defs: &t.defs,
+        defs,
         out: Decoded::default(),
         fill: false,
     };
-    t.defs.get(root)?;
-    // By reference, so the walk knows the root's definition (Go's omitempty).
-    let schema = serde_json::json!({ "$ref": format!("#/definitions/{root}") });
     w.walk(obj, &schema, &mut Ctx::root(short_name(root)));
     Some(w.out)
 }
@@ -123,11 +119,23 @@ pub(super) fn kind_schema(
     version: &str,
     kind: &str,
 ) -> Option<(&'static Map<String, Value>, Value)> {
+    kind_root(group, version, kind).map(|(defs, _, schema)| (defs, schema))
+}
+
+/// [`kind_schema`] and the root definition's name. The schema refers to
+/// the root by reference, so a walk knows the root's definition (Go's
+/// omitempty).
+fn kind_root(
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Option<(&'static Map<String, Value>, &'static str, Value)> {
     let t = types();
     let root = t.roots.get(&format!("{group}/{version}/{kind}"))?;
     t.defs.get(root)?;
     Some((
         &t.defs,
+        root.as_str(),
         serde_json::json!({ "$ref": format!("#/definitions/{root}") }),
     ))
 }
