@@ -135,9 +135,16 @@ async fn shadow_reports_exactly_the_changed_field_and_writes_nothing() -> Result
         st.candidate_digest,
         wr_engine::plugin_source::digest(&candidate_bytes)
     );
-    // The children are the active version's.
+    // The children are the active version's. The shadow call is offered
+    // the active answer before that answer's children are applied, so the
+    // differences can be reported before the children exist (real
+    // kube-apiserver, CI dry run, session 9): wait for each.
     for p in parents {
-        let cm = env.configmaps("ns1").get(&format!("{p}-cm")).await?;
+        let name = format!("{p}-cm");
+        let cm = eventually("the active version's child", 20, || async {
+            env.configmaps("ns1").get_opt(&name).await.ok()?
+        })
+        .await?;
         assert_eq!(cm.data["data"]["value"], json!(format!("v-{p}")));
         assert_eq!(cm.data["data"]["renderedAt"], json!("t1"));
     }
@@ -845,6 +852,15 @@ async fn a_refused_candidate_signature_names_its_configmap_and_field() -> Result
         )),
         "{message}"
     );
+    // Events are written by a detached task after the condition: wait.
+    let _ = eventually("the SignatureInvalid event", 20, || async {
+        controller_events(&env, "signed")
+            .await
+            .iter()
+            .any(|e| e.0 == "Warning" && e.1 == "SignatureInvalid")
+            .then_some(())
+    })
+    .await;
     let events = controller_events(&env, "signed").await;
     assert!(
         events
