@@ -7,7 +7,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use wr_engine::WasmController;
 
-use crate::cluster::{Env, TEST_GROUP};
+use crate::cluster::{Env, TEST_GROUP, eventually};
 
 /// Server-side applies `cms` in order (as `wasm-reconciler publish --apply` does).
 pub async fn apply_configmaps(env: &Env, cms: &[ConfigMap]) -> Result<()> {
@@ -209,4 +209,30 @@ pub fn zstd_rle_bomb(size: usize) -> Vec<u8> {
         out.push(0); // the repeated byte
     }
     out
+}
+
+/// Waits (up to `secs`) for an event of `type_` and `reason` about
+/// WasmController `name` and returns its message. The host records events
+/// after the condition they go with, so a test that waited for the condition
+/// must still wait for the event (a single read loses that race on a real
+/// kube-apiserver).
+pub async fn wait_controller_event(
+    env: &Env,
+    name: &str,
+    type_: &str,
+    reason: &str,
+    secs: u64,
+) -> Result<String> {
+    eventually(
+        &format!("{type_} event {reason} on {name}"),
+        secs,
+        || async {
+            controller_events(env, name)
+                .await
+                .into_iter()
+                .find(|(t, r, _)| t == type_ && r == reason)
+                .map(|(_, _, m)| m)
+        },
+    )
+    .await
 }

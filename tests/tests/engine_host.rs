@@ -23,7 +23,7 @@ use wr_engine::observe::{EngineObserver, FaultKind, ReconcileResult};
 use wr_engine::plan::{ParentResult, Snapshot};
 use wr_engine::{Manager, ManagerOptions, PluginLoader, ReconcilePlugin, WasmController};
 use wr_tests::cluster::*;
-use wr_tests::reload::{condition, controller_events};
+use wr_tests::reload::{condition, controller_events, wait_controller_event};
 
 // ---------------------------------------------------------------- log capture
 
@@ -397,13 +397,7 @@ async fn a_status_the_api_server_rejects_is_reported_on_parent_and_controller() 
     )
     .await?;
     ensure!(msg.contains("ns1/x1") && msg.contains("phase"), "{msg}");
-    let wc_evs = controller_events(&env, "status-strict").await;
-    ensure!(
-        wc_evs
-            .iter()
-            .any(|e| e.0 == "Warning" && e.1 == "StatusRejected"),
-        "{wc_evs:?}"
-    );
+    wait_controller_event(&env, "status-strict", "Warning", "StatusRejected", 30).await?;
     // In the log at the default level, naming the parent.
     let lines = log_lines(&["status-strict", "x1", "rejected the parent's status"]);
     ensure!(!lines.is_empty(), "no warning logged");
@@ -445,13 +439,7 @@ async fn a_crd_that_prunes_host_status_fields_is_reported_and_not_rewritten() ->
         msg.contains("status.conditions") && msg.contains("status.observedGeneration"),
         "{msg}"
     );
-    let wc_evs = controller_events(&env, "status-legacy").await;
-    ensure!(
-        wc_evs
-            .iter()
-            .any(|e| e.0 == "Warning" && e.1 == "StatusFieldsPruned"),
-        "{wc_evs:?}"
-    );
+    wait_controller_event(&env, "status-legacy", "Warning", "StatusFieldsPruned", 30).await?;
 
     let k = ar("legacies", "Legacy");
     create_obj(&env, &k, Some("ns1"), "l1").await?;

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use wr_apiserver::{FaultAction, FaultRule};
 use wr_engine::WasmController;
 use wr_tests::cluster::*;
-use wr_tests::reload::{condition, controller_events};
+use wr_tests::reload::{condition, controller_events, wait_controller_event};
 
 /// A ConfigMap per Widget with `data.value` = `value`.
 fn value_plugin(name: &str, value: &'static str) -> std::sync::Arc<ScriptPlugin> {
@@ -76,12 +76,7 @@ async fn a_second_controller_on_one_parent_resource_waits_for_the_first() -> Res
         msg.contains("claim-first") && msg.contains(&format!("widgets.{TEST_GROUP}")),
         "{msg}"
     );
-    let evs = controller_events(&env, "claim-second").await;
-    ensure!(
-        evs.iter()
-            .any(|e| e.0 == "Warning" && e.1 == "ParentConflict"),
-        "{evs:?}"
-    );
+    wait_controller_event(&env, "claim-second", "Warning", "ParentConflict", 30).await?;
     ensure!(
         condition(&env, "claim-first", "Ready").await.map(|c| c.0) == Some("True".into()),
         "the first controller kept its parent resource"

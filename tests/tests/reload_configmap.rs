@@ -234,14 +234,7 @@ async fn wait_refused(env: &Env, wc: &str, reason: &str) -> Result<String> {
         (s == "False" && r == reason).then_some(m)
     })
     .await?;
-    eventually(&format!("Warning event {reason}"), 10, || async {
-        controller_events(env, wc)
-            .await
-            .into_iter()
-            .find(|(t, r, _)| t == "Warning" && r == reason)
-            .map(|(_, _, m)| m)
-    })
-    .await
+    wait_controller_event(env, wc, "Warning", reason, 10).await
 }
 
 /// The old version (v1) still serves: a parent change is reconciled by it.
@@ -477,14 +470,7 @@ async fn a_faulty_version_is_rolled_back() -> Result<()> {
             && cm.contains(&wr_engine::plugin_source::digest(&bytes_of("v1"))),
         "{cm}"
     );
-    let m = eventually("Warning event PluginRolledBack", 10, || async {
-        controller_events(&env, "widgets")
-            .await
-            .into_iter()
-            .find(|(t, r, _)| t == "Warning" && r == "PluginRolledBack")
-            .map(|(_, _, m)| m)
-    })
-    .await?;
+    let m = wait_controller_event(&env, "widgets", "Warning", "PluginRolledBack", 10).await?;
     assert!(m.contains("rolled back to"), "event: {m}");
     assert!(bad.calls() >= 5);
     assert_eq!(
