@@ -569,11 +569,24 @@ async fn ports_reconcile_like_rust_through_the_host() -> Result<()> {
     for port in &all {
         let site = converged(&env, port, &rust, &config, FIRST_READY_SECS).await?;
         assert_eq!(site.metadata.generation, Some(1), "{}", port.lang);
-        // Proof that the host runs the component from the ConfigMap(s).
-        let wc = wcs.get(&port.controller()).await?;
+        // Proof that the host runs the component from the ConfigMap(s). The
+        // host writes the WasmController's status after it started the
+        // controller, so the parent can converge before the digest is there.
+        let reported = eventually(
+            &format!("{}: the controller's plugin digest", port.lang),
+            FOLLOW_SECS,
+            || async {
+                wcs.get(&port.controller())
+                    .await
+                    .ok()?
+                    .status?
+                    .plugin_digest
+            },
+        )
+        .await?;
         assert_eq!(
-            wc.status.and_then(|s| s.plugin_digest),
-            Some(digest(&port.bytes)),
+            reported,
+            digest(&port.bytes),
             "{}: the controller does not run the published component",
             port.lang
         );

@@ -128,11 +128,13 @@ async fn update_with_200_live_parents_switches_every_parent_without_recreating_c
     })
     .await?;
     let before = children(&env, "ns1").await?;
-    let v1_digest = active_digest(&env, "widgets").await;
-    assert_eq!(
-        v1_digest,
-        Some(wr_engine::plugin_source::digest(&bytes_of("v1")))
-    );
+    // The host writes the WasmController's status after it started the
+    // controller, so the children can exist before the digest is reported.
+    let v1_digest = eventually("status reports a digest", 20, || async {
+        active_digest(&env, "widgets").await
+    })
+    .await?;
+    assert_eq!(v1_digest, wr_engine::plugin_source::digest(&bytes_of("v1")));
     let st1 = controller(&env, "widgets")
         .await?
         .status

@@ -412,7 +412,16 @@ async fn canary_steps_advance_in_order_survive_a_restart_and_promote() -> Result
     .await?;
     seen_steps.push(2);
     assert_eq!(seen_steps, vec![1, 2]);
-    let events = controller_events(&env, "canary").await;
+    // The RolloutStep event is posted by a detached task, after the status
+    // waited for: wait for step 2's, then check it is the only one.
+    let events = eventually("the RolloutStep event of step 2", 20, || async {
+        let events = controller_events(&env, "canary").await;
+        events
+            .iter()
+            .any(|e| e.1 == "RolloutStep" && e.2 == "step 2 of 3 started")
+            .then_some(events)
+    })
+    .await?;
     let steps: Vec<&str> = events
         .iter()
         .filter(|e| e.1 == "RolloutStep")
@@ -476,14 +485,17 @@ async fn canary_steps_advance_in_order_survive_a_restart_and_promote() -> Result
         cond.map(|c| (c.0, c.1)),
         Some(("True".into(), "Promoted".into()))
     );
-    let wc = controller(&env, "canary").await?;
-    assert!(
-        !wc.metadata
+    // The host removes the command by a detached patch, independently of the
+    // status that says it was applied: wait for it.
+    eventually("the host removes the command once applied", 20, || async {
+        let wc = controller(&env, "canary").await.ok()?;
+        (!wc.metadata
             .annotations
             .unwrap_or_default()
-            .contains_key(ROLLOUT_COMMAND_ANNOTATION),
-        "the host removes the command once applied"
-    );
+            .contains_key(ROLLOUT_COMMAND_ANNOTATION))
+        .then_some(())
+    })
+    .await?;
     env.stop_manager().await;
     Ok(())
 }
@@ -562,13 +574,17 @@ async fn a_candidate_failing_a_gate_is_rolled_back_on_every_migrated_parent() ->
         message.contains("step 2") && message.contains("faulted"),
         "{message}"
     );
-    let events = controller_events(&env, "failing").await;
-    assert!(
-        events
+    // The event is posted by a detached task after the status: wait for it.
+    let found = eventually("the RolloutRolledBack event", 20, || async {
+        controller_events(&env, "failing")
+            .await
             .iter()
-            .any(|e| e.0 == "Warning" && e.1 == "RolloutRolledBack" && e.2.contains("faulted")),
-        "{events:?}"
-    );
+            .any(|e| e.0 == "Warning" && e.1 == "RolloutRolledBack" && e.2.contains("faulted"))
+            .then_some(())
+    })
+    .await;
+    let events = controller_events(&env, "failing").await;
+    assert!(found.is_ok(), "{events:?}");
     // From now on the candidate serves nobody.
     log.lock().unwrap_or_else(|e| e.into_inner()).clear();
     for (ns, p) in parents {
@@ -697,8 +713,11 @@ async fn a_changed_candidate_config_reaches_the_parents_it_serves() -> Result<()
         }
     };
     eventually("w1 on the candidate's first config", 60, || on("c1")).await?;
-    let before = rollout_of(&env, "retag").await;
-    assert!(before.as_ref().is_some_and(|r| r.step == 1), "{before:?}");
+    // The host writes the WasmController's status after it handed the
+    // candidate its parents, so the child can show c1 before status.rollout.
+    let before = eventually("status.rollout", 20, || rollout_of(&env, "retag")).await?;
+    assert_eq!(before.step, 1, "{before:?}");
+    let before = Some(before);
     // Only the candidate's config changes; the parent is not touched.
     let api: kube::Api<wr_engine::WasmController> = kube::Api::all(env.client.clone());
     api.patch(

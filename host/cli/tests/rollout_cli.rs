@@ -69,8 +69,14 @@ async fn pause_resume_and_status_drive_a_running_rollout() -> Result<()> {
     let kubeconfig = dir.path().join("kubeconfig");
     env.server.write_kubeconfig(&kubeconfig)?;
     env.start_manager();
-    eventually("the rollout started", 60, || async {
-        controller(&env, "cli").await.ok()?.status?.rollout
+    // Started, and its progress settled: a migrated parent's reconcile moves
+    // `status.rollout` on after the first report (migrated, then ready), and
+    // `rollout pause` takes any change of it after its command as the host's
+    // answer. Step 1 (50 %) migrates w1 if its bucket is below 50.
+    let migrated = u32::from(wr_engine::canary::bucket(Some(&env.ns("r1")), "w1") < 50);
+    eventually("the rollout started, its parents reported", 60, || async {
+        let r = controller(&env, "cli").await.ok()?.status?.rollout?;
+        (r.migrated == migrated && r.migrated_ready == migrated).then_some(())
     })
     .await?;
 
@@ -235,10 +241,17 @@ async fn a_hot_reload_reconciles_a_parent_held_by_a_permanent_error() -> Result<
         ready_of(&w).filter(|(status, reason, _)| status == "False" && reason == "InvalidConfig")
     })
     .await?;
-    let before = controller(&env, "hr")
-        .await?
-        .status
-        .and_then(|s| s.plugin_digest);
+    // The host writes the WasmController's status after it started the
+    // controller, so the parent's refusal can be there before the broken
+    // version's digest: wait for that digest, or the wait below for a
+    // different one could be met by it.
+    let broken_digest = wr_engine::plugin_source::digest(&std::fs::read(&broken)?);
+    eventually("the broken version reported", 30, || async {
+        let d = controller(&env, "hr").await.ok()?.status?.plugin_digest;
+        (d.as_deref() == Some(broken_digest.as_str())).then_some(())
+    })
+    .await?;
+    let before = Some(broken_digest);
     // The fixed build lands at the same path: the host hot-reloads it.
     std::fs::copy(&fixed, &broken)?;
     eventually("the fixed version active", 60, || async {

@@ -153,10 +153,12 @@ fn one_leader_reconciles_sigterm_hands_over_at_once_and_kill_9_fails_over() -> R
     eventually("run-b to converge the edit", 60, || {
         (web_replicas(&kc).as_deref() == Some("4")).then_some(())
     })?;
-    ensure!(
-        reconciles(&b_url) >= 1.0,
-        "the new leader counted no reconcile"
-    );
+    // A reconcile is counted when its pass ends, after the Deployment write
+    // seen above (and run-b's first pass may be that very one): wait.
+    eventually("run-b to count its reconciles", 30, || {
+        (reconciles(&b_url) >= 1.0).then_some(())
+    })
+    .context("the new leader counted no reconcile")?;
 
     // kill -9: nothing is released; run-c takes over once the lease expires.
     let (_c, c_url) = run(&kc, "run-c", LEASE)?;
