@@ -89,6 +89,14 @@ async fn pause_resume_and_status_drive_a_running_rollout() -> Result<()> {
         .and_then(|s| s.rollout)
         .map(|r| r.phase);
     assert_eq!(phase, Some(RolloutPhase::Paused));
+    // Pausing what is paused changes nothing: refused before any write,
+    // naming the controller, the phase and its field.
+    let (ok, out, err) = run_cli(&kubeconfig, &["pause", "--controller", "cli"]).await;
+    assert!(!ok, "a second pause succeeded: {out}");
+    assert!(
+        err.contains("WasmController cli is Paused (status.rollout.phase): pause changes nothing"),
+        "{err}"
+    );
 
     let (ok, out, err) = run_cli(&kubeconfig, &["resume", "--controller", "cli"]).await;
     assert!(ok, "resume failed: {out}\n{err}");

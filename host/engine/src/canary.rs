@@ -242,6 +242,40 @@ impl std::str::FromStr for Command {
     }
 }
 
+impl Command {
+    /// The word of the annotation (`pause`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Command::Promote => "promote",
+            Command::Abort => "abort",
+            Command::Pause => "pause",
+            Command::Resume => "resume",
+        }
+    }
+}
+
+/// The phase `cmd` moves a rollout to from `phase`; `None` when it changes
+/// nothing there (pausing what is not progressing, resuming what is
+/// progressing or promoted, promoting what is promoted, aborting what is
+/// aborted). [`apply_command`] follows it, and `wasm-reconciler rollout`
+/// uses it to refuse a command that would change nothing and to know the
+/// host applied one (the phase moved: a progress report does not move it).
+pub fn phase_after(cmd: Command, phase: RolloutPhase) -> Option<RolloutPhase> {
+    match (cmd, phase) {
+        (Command::Promote, RolloutPhase::Promoted) | (Command::Abort, RolloutPhase::Aborted) => {
+            None
+        }
+        (Command::Promote, _) => Some(RolloutPhase::Promoted),
+        (Command::Abort, _) => Some(RolloutPhase::Aborted),
+        (Command::Pause, RolloutPhase::Progressing) => Some(RolloutPhase::Paused),
+        (
+            Command::Resume,
+            RolloutPhase::Paused | RolloutPhase::RolledBack | RolloutPhase::Aborted,
+        ) => Some(RolloutPhase::Progressing),
+        _ => None,
+    }
+}
+
 /// Applies `cmd` to `status`.
 pub fn apply_command(
     policy: &RolloutPolicy,
@@ -250,6 +284,9 @@ pub fn apply_command(
     now: Timestamp,
 ) -> RolloutStatus {
     let mut st = status.clone();
+    if phase_after(cmd, st.phase).is_none() {
+        return st;
+    }
     match (cmd, st.phase) {
         (Command::Promote, _) => {
             st.phase = RolloutPhase::Promoted;
@@ -267,11 +304,11 @@ pub fn apply_command(
             st.phase = RolloutPhase::Progressing;
             st.message = Some(format!("resumed at step {}", st.step.max(1)));
         }
-        (Command::Resume, RolloutPhase::RolledBack | RolloutPhase::Aborted) => {
+        (Command::Resume, _) => {
             st = begin(policy, &st.candidate_digest, now);
             st.message = Some("restarted by hand at step 1".into());
         }
-        _ => {}
+        (Command::Pause, _) => {}
     }
     st
 }
@@ -466,6 +503,37 @@ mod tests {
         assert_eq!((again.phase, again.step), (RolloutPhase::Progressing, 1));
         assert_eq!(again.step_started_at.as_deref(), Some(stamp(t(5)).as_str()));
         assert!("sideways".parse::<Command>().is_err());
+    }
+
+    /// The phase `rollout pause|resume|promote|abort` waits for is the one
+    /// the host's command leaves, in every phase, and a command that changes
+    /// nothing leaves the status as it was.
+    #[test]
+    fn phase_after_is_what_apply_command_does() {
+        use RolloutPhase::*;
+        let p = policy();
+        for cmd in [
+            Command::Promote,
+            Command::Abort,
+            Command::Pause,
+            Command::Resume,
+        ] {
+            assert_eq!(cmd.as_str().parse::<Command>(), Ok(cmd));
+            for phase in [Progressing, Paused, Promoted, RolledBack, Aborted] {
+                let mut s = begin(&p, "d", t(0));
+                s.phase = phase;
+                let next = apply_command(&p, &s, cmd, t(9));
+                match phase_after(cmd, phase) {
+                    Some(want) => assert_eq!(next.phase, want, "{cmd:?} in {phase:?}"),
+                    None => assert_eq!(next, s, "{cmd:?} in {phase:?} changes nothing"),
+                }
+            }
+        }
+        assert_eq!(phase_after(Command::Pause, Paused), None);
+        assert_eq!(phase_after(Command::Resume, Progressing), None);
+        assert_eq!(phase_after(Command::Resume, Promoted), None);
+        assert_eq!(phase_after(Command::Promote, Promoted), None);
+        assert_eq!(phase_after(Command::Abort, Aborted), None);
     }
 
     /// `status.rollout.step`, its message, the `RolloutStep` Event's step and

@@ -16,6 +16,7 @@ use anyhow::Context;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use wr_engine::WasmController;
+use wr_engine::canary::{self, Command};
 use wr_engine::crd::{ROLLOUT_COMMAND_ANNOTATION, RolloutPhase};
 
 /// User-Agent of this command's requests.
@@ -36,13 +37,13 @@ pub enum Action {
 }
 
 impl Action {
-    fn command(self) -> Option<&'static str> {
+    fn command(self) -> Option<Command> {
         match self {
             Action::Status => None,
-            Action::Promote => Some("promote"),
-            Action::Abort => Some("abort"),
-            Action::Pause => Some("pause"),
-            Action::Resume => Some("resume"),
+            Action::Promote => Some(Command::Promote),
+            Action::Abort => Some(Command::Abort),
+            Action::Pause => Some(Command::Pause),
+            Action::Resume => Some(Command::Resume),
         }
     }
 }
@@ -97,13 +98,28 @@ async fn rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
         print_status(&wc, args.output)?;
         return Ok(ExitCode::SUCCESS);
     };
+    let name = &args.controller;
+    let word = cmd.as_str();
     if wc.spec.rollout.is_none() {
+        anyhow::bail!("WasmController {name} has no spec.rollout: nothing to {word}");
+    }
+    // The phase before: the host's answer is the phase moving (a progress
+    // report of the same phase, which the host may write at any time, is
+    // not). A command that would not move it is refused here, as `kubectl
+    // rollout pause` refuses a paused Deployment.
+    let before = wc
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .map(|r| r.phase);
+    if let Some(phase) = before
+        && canary::phase_after(cmd, phase).is_none()
+    {
         anyhow::bail!(
-            "WasmController {} has no spec.rollout: nothing to {cmd}",
-            args.controller
+            "the rollout of WasmController {name} is {phase:?} (status.rollout.phase): {word} changes nothing"
         );
     }
-    let before = wc.status.as_ref().and_then(|s| s.rollout.clone());
+    let cmd = word;
     let pp = PatchParams {
         field_manager: Some(USER_AGENT.into()),
         ..PatchParams::default()
@@ -122,8 +138,12 @@ async fn rollout(args: RolloutArgs) -> anyhow::Result<ExitCode> {
             .annotations
             .as_ref()
             .is_some_and(|a| a.contains_key(ROLLOUT_COMMAND_ANNOTATION));
-        let now = wc.status.as_ref().and_then(|s| s.rollout.clone());
-        if !pending && now != before {
+        let now = wc
+            .status
+            .as_ref()
+            .and_then(|s| s.rollout.as_ref())
+            .map(|r| r.phase);
+        if !pending && now.is_some() && now != before {
             print_status(&wc, args.output)?;
             return Ok(ExitCode::SUCCESS);
         }

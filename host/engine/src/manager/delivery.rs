@@ -558,6 +558,10 @@ fn apply_command(
     now: Timestamp,
 ) -> RolloutStatus {
     let name = wc.metadata.name.as_deref().unwrap_or_default();
+    if canary::phase_after(cmd, st.phase).is_none() {
+        tracing::info!(controller = %name, command = ?cmd, phase = ?st.phase, action = "rollout-command", "rollout command changes nothing in this phase");
+        return st.clone();
+    }
     let st = canary::apply_command(policy, st, cmd, now);
     tracing::info!(controller = %name, command = ?cmd, phase = ?st.phase, action = "rollout-command", "rollout command applied");
     let message = st.message.as_deref().unwrap_or("");
