@@ -110,6 +110,63 @@ impl SourceError {
             _ => "SourceUnavailable",
         }
     }
+
+    /// The message for the WasmController, naming the field of the source at
+    /// `field` (`spec.plugin` or `spec.plugin.candidate`): `FIELD.path` (with
+    /// the directory a relative path is read from), `FIELD.configMap` or
+    /// `FIELD.sha256`.
+    pub fn message_at(&self, field: &str) -> String {
+        match self {
+            SourceError::File { path, source } => {
+                format!("{field}.path {}: {source}", path_shown(path))
+            }
+            // A path's bytes that are not a loadable component stream.
+            SourceError::Format {
+                namespace,
+                name,
+                source,
+            } if namespace.is_empty() => format!("{field}.path {}: {source}", path_shown(name)),
+            SourceError::ConfigMap { .. }
+            | SourceError::NotFound { .. }
+            | SourceError::NotSynced { .. }
+            | SourceError::MissingKey { .. }
+            | SourceError::Format { .. } => format!("{field}.configMap: {self}"),
+            SourceError::NoSource => format!("{field}: no source"),
+            SourceError::PinMismatch { pinned, actual } => {
+                format!("{field}.sha256: component digest {actual} does not match the pin {pinned}")
+            }
+        }
+    }
+}
+
+/// A path as written, and for a relative one the directory it is read from
+/// (the host's working directory: `dev`'s, not the WasmController file's).
+fn path_shown(path: &str) -> String {
+    if std::path::Path::new(path).is_absolute() {
+        return format!("{path:?}");
+    }
+    match std::env::current_dir() {
+        Ok(dir) => format!(
+            "{path:?} (relative to the host's working directory {})",
+            dir.display()
+        ),
+        Err(_) => format!("{path:?}"),
+    }
+}
+
+/// Where a source points, for messages about its bytes:
+/// `spec.plugin.configMap ns/name key "plugin.wasm"` or `spec.plugin.path "x.wasm"`.
+pub fn source_location(field: &str, src: &PluginSource) -> String {
+    match (&src.config_map, &src.path) {
+        (Some(cm), _) => format!(
+            "{field}.configMap {}/{} key {:?}",
+            cm.namespace,
+            cm.name,
+            cm.key.as_deref().unwrap_or(DEFAULT_KEY)
+        ),
+        (None, Some(path)) => format!("{field}.path {path:?}"),
+        (None, None) => field.to_string(),
+    }
 }
 
 /// Component bytes and where they came from.
@@ -366,6 +423,44 @@ mod tests {
         let e = from_configmaps(&src(), Some(&ConfigMap::default()), |_| None, None).unwrap_err();
         assert!(matches!(e, SourceError::MissingKey { .. }));
         assert_eq!(e.reason(), "SourceUnavailable");
+    }
+
+    #[tokio::test]
+    async fn a_missing_file_names_the_field_and_the_directory_a_relative_path_is_read_from() {
+        let e = fetch_path("no-such-dir/p.wasm", None).await.unwrap_err();
+        let SourceError::File { source, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(
+            e.message_at("spec.plugin"),
+            format!(
+                "spec.plugin.path \"no-such-dir/p.wasm\" (relative to the host's working directory {}): {source}",
+                std::env::current_dir().unwrap().display()
+            )
+        );
+        let e = fetch_path("/no-such-dir/p.wasm", None).await.unwrap_err();
+        assert!(
+            e.message_at("spec.plugin.candidate")
+                .starts_with("spec.plugin.candidate.path \"/no-such-dir/p.wasm\": No such file"),
+            "{}",
+            e.message_at("spec.plugin.candidate")
+        );
+    }
+
+    #[test]
+    fn configmap_and_pin_errors_name_their_field() {
+        let e = from_configmaps(&src(), None, |_| None, None).unwrap_err();
+        assert_eq!(
+            e.message_at("spec.plugin.candidate"),
+            format!("spec.plugin.candidate.configMap: {e}")
+        );
+        let e = check_pin(b"x", Some(&digest(b"y"))).unwrap_err();
+        assert!(
+            e.message_at("spec.plugin.candidate")
+                .starts_with("spec.plugin.candidate.sha256: component digest sha256:"),
+            "{}",
+            e.message_at("spec.plugin.candidate")
+        );
     }
 
     #[tokio::test]

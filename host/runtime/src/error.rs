@@ -37,6 +37,17 @@ pub enum LoadError {
     /// or a component using a feature the host does not enable).
     #[error("not a valid WebAssembly component: {0:#}")]
     Compile(#[source] wasmtime::Error),
+    /// The bytes are neither WebAssembly binary (no `\0asm` header) nor text:
+    /// not a component at all (a wrong file, a truncated or garbled upload).
+    #[error(
+        "not a WebAssembly component: {len} bytes that do not start with the WebAssembly magic \\0asm (they start with {head})"
+    )]
+    NotWasm {
+        /// Size of the bytes.
+        len: usize,
+        /// Their first bytes, escaped.
+        head: String,
+    },
     /// The component imports something the host does not provide. The host
     /// provides `wasm-reconciler:plugin/host` (0.1.x and 0.2.x) and WASI 0.2
     /// (with an empty context).

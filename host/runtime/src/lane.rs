@@ -87,6 +87,19 @@ impl Lane {
                 component
             }
             None => {
+                // wasmtime reads bytes without the magic as WebAssembly text
+                // and would say only "input bytes aren't valid utf-8".
+                if !bytes.starts_with(b"\0asm") && std::str::from_utf8(bytes).is_err() {
+                    let head = bytes
+                        .iter()
+                        .take(8)
+                        .copied()
+                        .map(std::ascii::escape_default);
+                    return Err(LoadError::NotWasm {
+                        len: bytes.len(),
+                        head: format!("\"{}\"", head.flatten().map(char::from).collect::<String>()),
+                    });
+                }
                 let component = Component::new(&self.engine, bytes).map_err(LoadError::Compile)?;
                 counters.bump(&counters.compiled);
                 tracing::debug!(sha256 = sha256_hex, "compiled plugin");
@@ -215,5 +228,21 @@ mod tests {
                 Err(LoadError::Compile(_))
             ));
         }
+    }
+
+    #[test]
+    fn binary_bytes_without_the_magic_are_said_to_be_no_webassembly() {
+        // Not "input bytes aren't valid utf-8" (wasmtime's answer when it
+        // reads them as WebAssembly text).
+        let lanes = Lanes::new(RuntimeConfig::default()).unwrap();
+        let bytes = [0x8b_u8, 0x1f, 0xff, b'P', b'K', 0, 1, 2, 3, 4];
+        let err = match lanes.plain().prepare("x", &bytes, &Counters::default()) {
+            Err(e) => e,
+            Ok(_) => panic!("garbage loaded"),
+        };
+        assert_eq!(
+            err.to_string(),
+            "not a WebAssembly component: 10 bytes that do not start with the WebAssembly magic \\0asm (they start with \"\\x8b\\x1f\\xffPK\\x00\\x01\\x02\")"
+        );
     }
 }

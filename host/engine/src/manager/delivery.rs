@@ -282,7 +282,11 @@ async fn fetch_candidate(
     let name = wc_key.name.as_str();
     let source = cand.source();
     let refused = |status: &mut WasmControllerStatus, reason: &str, message: &str| {
-        let message = format!("spec.plugin.candidate: {message}");
+        let message = if message.starts_with("spec.plugin.candidate") {
+            message.to_string()
+        } else {
+            format!("spec.plugin.candidate: {message}")
+        };
         let generation = wc.metadata.generation;
         warn_cond(
             inner,
@@ -299,7 +303,10 @@ async fn fetch_candidate(
     {
         Ok(f) => f,
         Err(SourceError::NotSynced { .. }) => return Err(true),
-        Err(e) => return Err(refused(status, e.reason(), &e.to_string())),
+        Err(e) => {
+            let message = e.message_at("spec.plugin.candidate");
+            return Err(refused(status, e.reason(), &message));
+        }
     };
     let verified = crate::signing::verify(
         wc.spec.plugin.signature.as_ref(),
@@ -373,7 +380,13 @@ fn load_candidate(
         // Said again (once per status, see `warn_cond`): the first report
         // may have gone to the scratch status of a controller's start.
         Lookup::Failed(msg) | Lookup::Refused(msg) => {
-            let message = format!("candidate {digest}: {msg}");
+            let at = match &wc.spec.plugin.candidate {
+                Some(c) => {
+                    crate::plugin_source::source_location("spec.plugin.candidate", &c.source())
+                }
+                None => "spec.plugin.candidate".to_string(),
+            };
+            let message = format!("{at}: candidate {digest}: {msg}");
             let generation = wc.metadata.generation;
             warn_cond(
                 inner,

@@ -220,16 +220,14 @@ async fn fetch_verified(
             });
         }
         Err(e) => {
-            tracing::warn!(controller = %name, reason = e.reason(), error = %e, "plugin source refused; previous version keeps running");
-            refuse(
-                inner,
-                api,
-                wc,
-                std::mem::take(status),
-                e.reason(),
-                &e.to_string(),
-            )
-            .await;
+            let message = e.message_at("spec.plugin");
+            // Said once per message: the source is read again every poll.
+            if said_on_plugin_loaded(wc, &message) {
+                tracing::debug!(controller = %name, reason = e.reason(), error = %message, "plugin source still refused");
+            } else {
+                tracing::warn!(controller = %name, reason = e.reason(), error = %message, "plugin source refused");
+            }
+            refuse(inner, api, wc, std::mem::take(status), e.reason(), &message).await;
             return Err(poll_later);
         }
     };
@@ -316,7 +314,8 @@ async fn plugin_for(
         // Same broken bytes as last time: nothing to retry until the source changes.
         Lookup::Failed(_) => Err(poll_later),
         Lookup::Refused(msg) => {
-            let message = format!("{digest}: {msg}");
+            let at = crate::plugin_source::source_location("spec.plugin", &wc.spec.plugin);
+            let message = format!("{at}: {digest}: {msg}");
             refuse(
                 inner,
                 api,
@@ -512,4 +511,15 @@ async fn note_loaded(inner: &Arc<Inner>, name: &str, wc: &WasmController, fetche
         "PluginLoaded",
         &format!("now serving {digest}"),
     );
+}
+
+/// Whether the WasmController's `PluginLoaded` condition says `message`
+/// already (followed, while a version serves, by "; the previous version
+/// keeps running").
+fn said_on_plugin_loaded(wc: &WasmController, message: &str) -> bool {
+    wc.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == "PluginLoaded" && c.status == "False" && c.message.starts_with(message)
+        })
+    })
 }
