@@ -285,11 +285,32 @@ fn dev_runs_the_examples_follows_edits_hot_reloads_and_stops_cleanly() {
 
     // Restart on the same data directory: objects (and the edit) are kept,
     // the samples are not reset, and everything is Ready again.
+    // (After its banner: the status read next was stored by the first run.)
     let mut dev = Dev::start(work.path(), &plugins, "second");
+    banner_of(&mut dev);
     eventually(&dev, "StaticSite web Ready after restart", || {
         ready_uid(&kc, "staticsite", "web").filter(|u| *u == web)
     });
     assert_eq!(deployment_replicas(&kc), Some(4));
+    dev.signal("TERM");
+    let status = dev.wait_exit();
+    assert!(status.success(), "exit {status:?}\n{}", dev.diagnostics());
+}
+
+/// A signal while `dev` is still starting (the kubeconfig is written before
+/// the examples are installed and the host starts) stops it cleanly, not by
+/// the signal's default action half-way through its setup.
+#[test]
+fn dev_stops_cleanly_on_a_signal_during_startup() {
+    let work = tempfile::tempdir().unwrap();
+    let plugins = work.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    let src = plugin_path("static-site");
+    std::fs::copy(&src, plugins.join(src.file_name().unwrap())).unwrap();
+    let mut dev = Dev::start(work.path(), &plugins, "early");
+    eventually(&dev, "the kubeconfig written", || {
+        work.path().join("kubeconfig").exists().then_some(())
+    });
     dev.signal("TERM");
     let status = dev.wait_exit();
     assert!(status.success(), "exit {status:?}\n{}", dev.diagnostics());

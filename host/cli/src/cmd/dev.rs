@@ -102,6 +102,11 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 async fn serve(args: DevArgs) -> anyhow::Result<ExitCode> {
+    // Listen for Ctrl-C and SIGTERM before anything starts: a signal that
+    // arrives while the server starts and the examples are installed then
+    // stops `dev` cleanly once that is done, instead of killing it by the
+    // default action half-way through writing its data directory.
+    let stop = StopSignals::register();
     let plugin_dir = absolute(&args.plugin_dir());
     let plugins = seed::plugin_files(&plugin_dir, args.plugin_dir.is_some())?;
 
@@ -135,7 +140,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<ExitCode> {
     } else {
         Some(crate::cmd::simulate::start(&server, &args.simulate).await?)
     };
-    let result = run_host(&args, &server, &plugins, &kubeconfig).await;
+    let result = run_host(&args, &server, &plugins, &kubeconfig, stop).await;
     if let Some(sim) = sim {
         sim.stop().await;
     }
@@ -148,6 +153,7 @@ async fn run_host(
     server: &wr_apiserver::RunningServer,
     plugins: &[seed::PluginFile],
     kubeconfig: &Path,
+    stop: StopSignals,
 ) -> anyhow::Result<ExitCode> {
     // dev's own writes are the admin's (the kubeconfig's token).
     let config = token_config(&server.url(), &server.admin_token()).await?;
@@ -203,7 +209,7 @@ async fn run_host(
     );
     tracing::info!(url = %server.url(), "dev cluster running; Ctrl-C to stop");
 
-    let result = manager.run(shutdown_signal()).await;
+    let result = manager.run(stop.recv()).await;
     let _ = stop_tx.send(true);
     let _ = watcher.await;
     let _ = reporter.await;
@@ -222,18 +228,42 @@ async fn token_config(url: &str, token: &str) -> anyhow::Result<kube::Config> {
         .context("client configuration")
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+/// Ctrl-C and SIGTERM, registered when made (from then on neither kills the
+/// process; [`StopSignals::recv`] sees one that came before it was awaited).
+struct StopSignals {
+    int: Option<tokio::signal::unix::Signal>,
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn register() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind: SignalKind, name: &'static str| match signal(kind) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(signal = name, error = %e, "cannot watch this signal; it stops dev by its default action");
+                None
+            }
+        };
+        StopSignals {
+            int: listen(SignalKind::interrupt(), "SIGINT"),
+            term: listen(SignalKind::terminate(), "SIGTERM"),
+        }
+    }
+
+    /// Resolves on the first of them.
+    async fn recv(mut self) {
+        async fn on(s: Option<&mut tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
             }
         }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot watch SIGTERM; stopping on Ctrl-C only");
-            let _ = tokio::signal::ctrl_c().await;
+        tokio::select! {
+            _ = on(self.int.as_mut()) => {}
+            _ = on(self.term.as_mut()) => {}
         }
     }
 }
