@@ -106,7 +106,8 @@ async fn serve(args: DevArgs) -> anyhow::Result<ExitCode> {
     // arrives while the server starts and the examples are installed then
     // stops `dev` cleanly once that is done, instead of killing it by the
     // default action half-way through writing its data directory.
-    let stop = StopSignals::register();
+    let stop =
+        wr_operator::ShutdownSignal::install().context("listening for SIGTERM and SIGINT")?;
     let plugin_dir = absolute(&args.plugin_dir());
     let plugins = seed::plugin_files(&plugin_dir, args.plugin_dir.is_some())?;
 
@@ -153,7 +154,7 @@ async fn run_host(
     server: &wr_apiserver::RunningServer,
     plugins: &[seed::PluginFile],
     kubeconfig: &Path,
-    stop: StopSignals,
+    stop: wr_operator::ShutdownSignal,
 ) -> anyhow::Result<ExitCode> {
     // dev's own writes are the admin's (the kubeconfig's token).
     let config = token_config(&server.url(), &server.admin_token()).await?;
@@ -209,7 +210,12 @@ async fn run_host(
     );
     tracing::info!(url = %server.url(), "dev cluster running; Ctrl-C to stop");
 
-    let result = manager.run(stop.recv()).await;
+    // A second signal stops at once (as `run` does), without waiting for
+    // in-flight reconciles.
+    let result = tokio::select! {
+        r = manager.run(stop.graceful.clone().cancelled_owned()) => r,
+        _ = stop.immediate.cancelled() => return Ok(ExitCode::from(130)),
+    };
     let _ = stop_tx.send(true);
     let _ = watcher.await;
     let _ = reporter.await;
@@ -226,44 +232,4 @@ async fn token_config(url: &str, token: &str) -> anyhow::Result<kube::Config> {
     kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await
         .context("client configuration")
-}
-
-/// Ctrl-C and SIGTERM, registered when made (from then on neither kills the
-/// process; [`StopSignals::recv`] sees one that came before it was awaited).
-struct StopSignals {
-    int: Option<tokio::signal::unix::Signal>,
-    term: Option<tokio::signal::unix::Signal>,
-}
-
-impl StopSignals {
-    fn register() -> Self {
-        use tokio::signal::unix::{SignalKind, signal};
-        let listen = |kind: SignalKind, name: &'static str| match signal(kind) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                tracing::warn!(signal = name, error = %e, "cannot watch this signal; it stops dev by its default action");
-                None
-            }
-        };
-        StopSignals {
-            int: listen(SignalKind::interrupt(), "SIGINT"),
-            term: listen(SignalKind::terminate(), "SIGTERM"),
-        }
-    }
-
-    /// Resolves on the first of them.
-    async fn recv(mut self) {
-        async fn on(s: Option<&mut tokio::signal::unix::Signal>) {
-            match s {
-                Some(s) => {
-                    s.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        }
-        tokio::select! {
-            _ = on(self.int.as_mut()) => {}
-            _ = on(self.term.as_mut()) => {}
-        }
-    }
 }
