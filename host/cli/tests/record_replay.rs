@@ -15,8 +15,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use wr_engine::record::{RecordOptions, Recorder, SecretPolicy, store};
@@ -145,6 +146,12 @@ async fn replay_reproduces_the_recorded_outputs_and_reports_exactly_the_changed_
         recorded(&store_dir, &format!("{ns}/{p}"), "ReplicasUnavailable").await?;
     }
     env.stop_manager().await;
+    // The writer thread may still hold the last passes' calls.
+    let recorder = env.opts.recorder.clone().context("recorder")?;
+    ensure!(
+        recorder.flush(Duration::from_secs(30)),
+        "record store not flushed"
+    );
     let records = store::read_records(&store_dir)?.len();
 
     // The recorded component: every outcome reproduced byte for byte.
@@ -272,6 +279,11 @@ async fn a_secret_given_to_the_plugin_is_redacted_in_the_store() -> Result<()> {
     create_site(&env, "web", 1).await?;
     recorded(&store_dir, &format!("{ns}/web"), "ReplicasUnavailable").await?;
     env.stop_manager().await;
+    let recorder = env.opts.recorder.clone().context("recorder")?;
+    ensure!(
+        recorder.flush(Duration::from_secs(30)),
+        "record store not flushed"
+    );
 
     // Every record file, and every blob decompressed.
     let mut files = Vec::new();

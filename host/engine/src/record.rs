@@ -347,8 +347,15 @@ fn write_refs(target: &crate::target::Target, a: &crate::decide::Answer) -> Vec<
 
 /// Hands calls to the writer thread (see the module docs).
 pub struct Recorder {
-    tx: SyncSender<Exchange>,
+    tx: SyncSender<ToWriter>,
     dropped: AtomicU64,
+}
+
+/// What the writer thread is handed: a call, or a flush to acknowledge once
+/// every call queued before it is written.
+enum ToWriter {
+    Call(Box<Exchange>),
+    Flush(SyncSender<()>),
 }
 
 /// Why the store cannot be opened.
@@ -385,7 +392,7 @@ impl Recorder {
 
     /// Queues one call; never blocks (a full queue drops it).
     pub fn record(&self, exchange: Exchange) {
-        match self.tx.try_send(exchange) {
+        match self.tx.try_send(ToWriter::Call(Box::new(exchange))) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
@@ -397,6 +404,14 @@ impl Recorder {
                 }
             }
         }
+    }
+
+    /// Waits (up to `within`) until every call queued so far is written:
+    /// at shutdown, and before reading the store back. `false`: not within
+    /// the time (or the writer is gone). Blocks the calling thread.
+    pub fn flush(&self, within: std::time::Duration) -> bool {
+        let (ack, done) = std::sync::mpsc::sync_channel(1);
+        self.tx.send(ToWriter::Flush(ack)).is_ok() && done.recv_timeout(within).is_ok()
     }
 
     /// Calls dropped so far because the writer fell behind.
@@ -470,10 +485,17 @@ impl Writer {
         e.0 += 1;
     }
 
-    fn run(mut self, rx: Receiver<Exchange>) {
-        while let Ok(x) = rx.recv() {
-            if let Err(e) = self.write(x) {
-                tracing::warn!(error = %e, "recording a reconcile failed");
+    fn run(mut self, rx: Receiver<ToWriter>) {
+        while let Ok(m) = rx.recv() {
+            match m {
+                ToWriter::Call(x) => {
+                    if let Err(e) = self.write(*x) {
+                        tracing::warn!(error = %e, "recording a reconcile failed");
+                    }
+                }
+                ToWriter::Flush(ack) => {
+                    let _ = ack.send(());
+                }
             }
         }
     }
