@@ -281,12 +281,8 @@ async fn fetch_candidate(
 ) -> Result<Arc<Fetched>, bool> {
     let name = wc_key.name.as_str();
     let source = cand.source();
+    // `message` names its field (spec.plugin.candidate…).
     let refused = |status: &mut WasmControllerStatus, reason: &str, message: &str| {
-        let message = if message.starts_with("spec.plugin.candidate") {
-            message.to_string()
-        } else {
-            format!("spec.plugin.candidate: {message}")
-        };
         let generation = wc.metadata.generation;
         warn_cond(
             inner,
@@ -294,7 +290,7 @@ async fn fetch_candidate(
             status,
             "CandidateLoaded",
             reason,
-            &message,
+            message,
             generation,
         );
         false
@@ -314,7 +310,8 @@ async fn fetch_candidate(
         fetched.signature.as_deref(),
     );
     if let Err(e) = verified {
-        let message = e.message_at(&crate::signing::signature_location(&source));
+        let at = crate::signing::signature_location(&source);
+        let message = format!("spec.plugin.candidate: {}", e.message_at(&at));
         return Err(refused(status, e.reason(), &message));
     }
     Ok(fetched)
